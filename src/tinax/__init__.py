@@ -1,0 +1,7 @@
+"""tinax: safe, observable JAX compilation."""
+
+from tinax import jit as jit
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "jit"]

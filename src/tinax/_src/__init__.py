@@ -1,0 +1,1 @@
+"""Private implementation of tinax; import from the public modules instead."""

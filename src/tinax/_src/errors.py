@@ -1,0 +1,59 @@
+"""The budget error."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tinax._src.budget import Difference, TracedSignature
+
+
+class TraceBudgetError(AssertionError):
+    """A compiled function was about to trace more often than its budget allows.
+
+    Raised by a `BoundedJit` or `BatchedJit` object, before the function body
+    runs, when a call (or ``.lower``/``.trace``/``.eval_shape``) would be trace
+    ``max_traces + 1``. Nothing is cached and ``traces_used`` is unchanged, so
+    calls whose signatures were traced before keep working.
+
+    It subclasses `AssertionError`, as `chex.assert_max_traces` does, so code
+    that catches chex's error catches this one too.
+
+    Attributes:
+        function_name: Qualified name of the wrapped function.
+        location: ``file:line`` where the wrapped function is defined, if known.
+        max_traces: The budget.
+        signature: Abstract signature of the refused call.
+        closest: The earlier trace that differs least from the refused call,
+            or ``None`` when there was no earlier trace.
+        differences: What changed between ``closest`` and the refused call.
+    """
+
+    function_name: str
+    location: str | None
+    max_traces: int
+    signature: TracedSignature
+    closest: TracedSignature | None
+    differences: tuple[Difference, ...]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        function_name: str,
+        location: str | None,
+        max_traces: int,
+        signature: TracedSignature,
+        closest: TracedSignature | None,
+        differences: tuple[Difference, ...],
+    ) -> None:
+        super().__init__(message)
+        self.function_name = function_name
+        self.location = location
+        self.max_traces = max_traces
+        self.signature = signature
+        self.closest = closest
+        self.differences = differences
+
+
+TraceBudgetError.__module__ = "tinax.jit"

@@ -1,0 +1,185 @@
+"""Wrap-time checks shared by `BoundedJit` and `BatchedJit`.
+
+Each ``check_*`` helper takes the API name (for the message), the parameter
+name and the value, and returns the normalized value or raises exactly one
+`TypeError` or `ValueError` built by `_message`. Nothing else may escape, so
+every call into user objects (``repr``, iteration, ``inspect.signature``) is
+guarded.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from jax.sharding import AbstractMesh, AxisType, Mesh
+
+_REPR_LIMIT = 80
+
+
+def describe(value: object) -> str:
+    """Returns ``repr(value)`` (truncated) and its type, for error messages."""
+    try:
+        text = repr(value)
+    except Exception:  # a broken __repr__ must not hide the real error
+        text = object.__repr__(value)
+    if len(text) > _REPR_LIMIT:
+        text = text[: _REPR_LIMIT - 3] + "..."
+    return f"{text} ({type(value).__qualname__})"
+
+
+def _message(api: str, parameter: str, expected: str, value: object) -> str:
+    return f"{api}: {parameter} must be {expected}; got {describe(value)}."
+
+
+def _is_integer(value: object) -> bool:
+    """Python and NumPy integers, never booleans."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def check_function(api: str, value: object) -> Callable[..., Any]:
+    """Checks that ``value`` is callable."""
+    if not callable(value):
+        raise TypeError(_message(api, "function", "callable", value))
+    return value
+
+
+def check_max_traces(api: str, value: object) -> int:
+    """Checks ``max_traces``: a non-negative integer, booleans rejected."""
+    if not _is_integer(value):
+        raise TypeError(_message(api, "max_traces", "an int (bool is not accepted)", value))
+    number = int(value)  # type: ignore[call-overload]
+    if number < 0:
+        raise ValueError(_message(api, "max_traces", "non-negative", value))
+    return number
+
+
+def check_axis_size(api: str, value: object) -> int | None:
+    """Checks ``axis_size``: ``None`` or a positive integer, booleans rejected."""
+    if value is None:
+        return None
+    if not _is_integer(value):
+        raise TypeError(_message(api, "axis_size", "an int or None (bool is not accepted)", value))
+    number = int(value)  # type: ignore[call-overload]
+    if number <= 0:
+        raise ValueError(_message(api, "axis_size", "positive", value))
+    return number
+
+
+def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
+    """Normalizes an argnames option to a tuple of distinct, non-empty names.
+
+    A single ``str`` is one name, as in `jax.jit`. Otherwise the value must be
+    an ordered sequence (tuple, list, ...) of ``str``: sets and one-shot
+    iterables are rejected because their order, and so the error a user sees,
+    would not be reproducible.
+    """
+    if isinstance(value, str):
+        names: tuple[object, ...] = (value,)
+    elif isinstance(value, Sequence):
+        try:
+            names = tuple(value)  # pyright: ignore[reportUnknownArgumentType]
+        except Exception:
+            raise TypeError(
+                _message(api, parameter, "a str or a sequence of str", value)
+            ) from None
+    else:
+        raise TypeError(
+            _message(api, parameter, "a str or an ordered sequence (tuple, list) of str", value)
+        )
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        if not isinstance(name, str):
+            raise TypeError(_message(api, f"{parameter}[{index}]", "a str", name))
+        if not name:
+            raise ValueError(_message(api, f"{parameter}[{index}]", "a non-empty str", name))
+        if name in seen:
+            raise ValueError(
+                _message(api, parameter, f"free of duplicates ({name!r} appears twice)", value)
+            )
+        seen.add(name)
+    return names  # type: ignore[return-value]
+
+
+def check_disjoint(api: str, static: tuple[str, ...], donate: tuple[str, ...]) -> None:
+    """Checks that no name is both static and donated."""
+    overlap = tuple(name for name in static if name in donate)
+    if overlap:
+        raise ValueError(
+            f"{api}: static_argnames and donate_argnames must not overlap; "
+            f"got {overlap!r} in both."
+        )
+
+
+def signature_of(function: Callable[..., Any]) -> inspect.Signature | None:
+    """The signature of ``function``, or ``None`` where Python cannot give one."""
+    try:
+        return inspect.signature(function)
+    except Exception:  # builtins and some C callables have none; so may odd objects
+        return None
+
+
+def check_accepted_names(
+    api: str, parameter: str, names: tuple[str, ...], signature: inspect.Signature | None
+) -> None:
+    """Checks that ``function`` can take each of ``names`` as a keyword argument.
+
+    Follows `jax.jit`: positional-only and ``*args`` names are never accepted;
+    a ``**kwargs`` parameter accepts every other name; without a signature
+    there is nothing to check.
+    """
+    if signature is None:
+        return
+    parameters = signature.parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = tuple(name for name, p in parameters.items() if p.kind in keyword_kinds)
+    for name in names:
+        found = parameters.get(name)
+        if found is not None and found.kind not in keyword_kinds:
+            kind = (
+                "positional-only"
+                if found.kind is inspect.Parameter.POSITIONAL_ONLY
+                else "a *args or **kwargs parameter"
+            )
+            raise ValueError(
+                f"{api}: {parameter} must name keyword parameters of function; got {name!r}, "
+                f"which is {kind} in {signature}."
+            )
+        if found is None and not takes_any:
+            raise ValueError(
+                f"{api}: {parameter} must name parameters of function; got {name!r}, "
+                f"but function{signature} accepts only {accepted!r}."
+            )
+
+
+def check_mesh(api: str, value: object) -> Mesh | None:
+    """Checks ``mesh``: ``None`` or a non-empty `jax.sharding.Mesh` without Manual axes."""
+    if value is None:
+        return None
+    if isinstance(value, AbstractMesh):
+        raise TypeError(
+            _message(
+                api,
+                "mesh",
+                "a jax.sharding.Mesh or None (an AbstractMesh has no devices to run on)",
+                value,
+            )
+        )
+    if not isinstance(value, Mesh):
+        raise TypeError(_message(api, "mesh", "a jax.sharding.Mesh or None", value))
+    if value.empty:
+        raise ValueError(_message(api, "mesh", "non-empty", value))
+    if AxisType.Manual in value.axis_types:
+        raise ValueError(
+            _message(
+                api,
+                "mesh",
+                "free of Manual axes (jax.set_mesh refuses them; enter Manual "
+                "axes with jax.shard_map)",
+                value,
+            )
+        )
+    return value

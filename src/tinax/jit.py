@@ -1,0 +1,27 @@
+"""Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
+
+from tinax._src.batched import BatchedJit as BatchedJit
+from tinax._src.batched import batched_jit as batched_jit
+from tinax._src.bounded import BoundedJit as BoundedJit
+from tinax._src.bounded import bounded_jit as bounded_jit
+from tinax._src.budget import Difference as Difference
+from tinax._src.budget import Leaf as Leaf
+from tinax._src.budget import TracedSignature as TracedSignature
+from tinax._src.budget import TraceHistory as TraceHistory
+from tinax._src.errors import TraceBudgetError as TraceBudgetError
+
+__all__ = [
+    "BatchedJit",
+    "BoundedJit",
+    "Difference",
+    "Leaf",
+    "TraceBudgetError",
+    "TraceHistory",
+    "TracedSignature",
+    "batched_jit",
+    "bounded_jit",
+]
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name
