@@ -1,0 +1,39 @@
+"""Test setup: 8 CPU devices (set before JAX is imported), shared fixtures."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+).strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+from jax.sharding import AxisType  # noqa: E402
+
+from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit  # noqa: E402
+
+
+@pytest.fixture(params=["factory", "class"])
+def make_bounded(request):
+    """Builds a BoundedJit through the factory or the class: both must behave the same."""
+    return bounded_jit if request.param == "factory" else BoundedJit
+
+
+@pytest.fixture(params=["factory", "class"])
+def make_batched(request):
+    """Builds a BatchedJit through the factory or the class: both must behave the same."""
+    return batched_jit if request.param == "factory" else BatchedJit
+
+
+@pytest.fixture(scope="session")
+def mesh8():
+    """An 8-device, one-axis Auto mesh."""
+    assert jax.device_count() == 8, "tests need 8 CPU devices (XLA_FLAGS set too late?)"
+    return jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+
+
+@pytest.fixture(scope="session")
+def explicit_mesh8():
+    """An 8-device, one-axis Explicit mesh."""
+    return jax.make_mesh((8,), ("x",), axis_types=(AxisType.Explicit,))

@@ -1,0 +1,36 @@
+"""The public surface: what tinax.jit exports, and where it says it lives."""
+
+import inspect
+
+import tinax
+import tinax.jit
+
+
+def test_jit_module_exports_the_page_names():
+    for name in ("BoundedJit", "BatchedJit", "bounded_jit", "batched_jit", "TraceBudgetError"):
+        assert name in tinax.jit.__all__
+        assert getattr(tinax.jit, name).__module__ == "tinax.jit"
+
+
+def test_factories_take_function_positionally_and_options_by_keyword():
+    for factory in (tinax.jit.bounded_jit, tinax.jit.batched_jit):
+        parameters = list(inspect.signature(factory).parameters.values())
+        assert parameters[0].name == "function"
+        assert parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters[1:])
+
+
+def test_classes_take_exactly_the_factory_arguments():
+    for cls, factory in (
+        (tinax.jit.BoundedJit, tinax.jit.bounded_jit),
+        (tinax.jit.BatchedJit, tinax.jit.batched_jit),
+    ):
+        ours = inspect.signature(cls).parameters
+        theirs = inspect.signature(factory).parameters
+        assert [(p.name, p.kind, p.default) for p in ours.values()] == [
+            (p.name, p.kind, p.default) for p in theirs.values()
+        ]
+
+
+def test_package_reports_a_version():
+    assert isinstance(tinax.__version__, str) and tinax.__version__.count(".") == 2

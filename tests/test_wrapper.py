@@ -1,0 +1,179 @@
+"""Object behaviour: introspection, repr, identity, metadata, binding, kinds of function."""
+
+import functools
+import inspect
+
+import attrs
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
+
+
+def step(x, y, *, scale=1.0):
+    """Adds two arrays and scales the sum."""
+    return (x + y) * scale
+
+
+class TestIntrospection:
+    def test_fields_are_normalized_when_built(self, make_bounded):
+        obj = make_bounded(step, max_traces=np.int32(2), static_argnames=["scale"])
+        assert obj.function is step
+        assert obj.max_traces == 2
+        assert type(obj.max_traces) is int
+        assert obj.static_argnames == ("scale",)
+        assert obj.donate_argnames == ()
+        assert obj.mesh is None
+        assert obj.traces_used == 0
+
+    def test_batched_fields_are_kept_when_built(self, make_batched):
+        obj = make_batched(step, in_axes=(0, None), out_axes=1, axis_size=np.int64(4), max_traces=3)
+        assert (obj.in_axes, obj.out_axes, obj.axis_size, obj.max_traces) == ((0, None), 1, 4, 3)
+        assert type(obj.axis_size) is int
+
+    @pytest.mark.parametrize(
+        "field", ["function", "max_traces", "static_argnames", "donate_argnames", "mesh"]
+    )
+    def test_fields_are_read_only(self, field):
+        obj = bounded_jit(step, max_traces=1)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(obj, field, 3)
+
+    @pytest.mark.parametrize("prop", ["traces_used", "traced_signatures"])
+    def test_introspection_is_read_only(self, prop):
+        obj = bounded_jit(step, max_traces=1)
+        with pytest.raises(AttributeError):
+            setattr(obj, prop, 3)
+
+    def test_traced_signatures_record_each_trace_in_order(self):
+        obj = bounded_jit(step, max_traces=2, static_argnames="scale")
+        obj(jnp.ones(2), jnp.ones(2))
+        obj(jnp.ones(3), jnp.ones(3), scale=2.0)
+        history = obj.traced_signatures
+        assert [s.number for s in history] == [1, 2]
+        assert str(history).splitlines() == [
+            "#1: x: f32[2], y: f32[2]",
+            "#2: x: f32[3], y: f32[3], scale: 2.0",
+        ]
+
+    def test_traced_signatures_print_when_empty(self):
+        assert str(bounded_jit(step, max_traces=1).traced_signatures) == "no traces yet"
+
+
+class TestRepr:
+    def test_repr_shows_usage_against_budget(self):
+        obj = bounded_jit(step, max_traces=1)
+        assert repr(obj) == "BoundedJit(step, traces_used=0, max_traces=1, mesh=None)"
+        obj(jnp.ones(2), jnp.ones(2))
+        assert repr(obj) == "BoundedJit(step, traces_used=1, max_traces=1, mesh=None)"
+
+    def test_batched_repr_shows_usage_against_budget(self, mesh8):
+        obj = batched_jit(step, max_traces=2, mesh=mesh8)
+        assert repr(obj) == f"BatchedJit(step, traces_used=0, max_traces=2, mesh={mesh8!r})"
+
+    def test_repr_names_partials_and_instances(self):
+        assert repr(bounded_jit(functools.partial(step, scale=2), max_traces=1)).startswith(
+            "BoundedJit(partial(step),"
+        )
+        assert repr(bounded_jit(_Scaler(2), max_traces=1)).startswith("BoundedJit(_Scaler instance,")
+
+
+class TestIdentity:
+    def test_objects_compare_by_identity(self, make_bounded):
+        a = make_bounded(step, max_traces=1)
+        b = make_bounded(step, max_traces=1)
+        assert a == a
+        assert a != b
+        assert len({a, b, a}) == 2
+
+    def test_batched_objects_compare_by_identity(self, make_batched):
+        a = make_batched(step, max_traces=1)
+        assert a != make_batched(step, max_traces=1)
+        assert hash(a) == hash(a)
+
+
+class TestLooksLikeFunction:
+    @pytest.mark.parametrize("factory", [bounded_jit, batched_jit], ids=["bounded", "batched"])
+    def test_metadata_is_copied(self, factory):
+        obj = factory(step, max_traces=1)
+        assert obj.__name__ == "step"
+        assert obj.__qualname__ == "step"
+        assert obj.__doc__ == step.__doc__
+        assert obj.__module__ == step.__module__
+        assert obj.__wrapped__ is step
+
+    @pytest.mark.parametrize("factory", [bounded_jit, batched_jit], ids=["bounded", "batched"])
+    def test_signature_is_the_function_signature(self, factory):
+        assert inspect.signature(factory(step, max_traces=1)) == inspect.signature(step)
+
+    def test_class_docstring_is_not_hidden(self):
+        assert "trace budget" in BoundedJit.__doc__
+        assert "trace budget" in BatchedJit.__doc__
+
+    def test_binds_as_method_when_class_attribute(self):
+        class Layer:
+            def __init__(self, w):
+                self.w = w
+
+            def apply(self, x):
+                return x * self.w
+
+            jitted = bounded_jit(apply, max_traces=1, static_argnames="self")
+
+        layer = Layer(3.0)
+        np.testing.assert_array_equal(layer.jitted(jnp.ones(2)), [3.0, 3.0])
+        assert isinstance(Layer.__dict__["jitted"], BoundedJit)
+        assert Layer.jitted is Layer.__dict__["jitted"]
+        assert list(inspect.signature(layer.jitted).parameters) == ["x"]
+
+
+class _Scaler:
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, x):
+        return x * self.factor
+
+    def method(self, x):
+        return x * self.factor
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        lambda x: x * 2,
+        functools.partial(lambda x, k: x * k, k=2),
+        _Scaler(2).method,
+        _Scaler(2),
+        jax.jit(lambda x: x * 2),
+    ],
+    ids=["lambda", "partial", "bound-method", "callable-instance", "jitted"],
+)
+class TestKindsOfFunction:
+    def test_bounded_runs_and_counts(self, function):
+        obj = bounded_jit(function, max_traces=1)
+        np.testing.assert_array_equal(obj(jnp.ones(2)), [2.0, 2.0])
+        obj(jnp.ones(2))
+        assert obj.traces_used == 1
+        with pytest.raises(TraceBudgetError):
+            obj(jnp.ones(3))
+
+    def test_batched_runs_and_counts(self, function):
+        obj = batched_jit(function, max_traces=1)
+        np.testing.assert_array_equal(obj(jnp.ones((2, 3))), np.full((2, 3), 2.0))
+        assert obj.traces_used == 1
+
+
+def test_builtin_without_signature_runs():
+    obj = bounded_jit(jnp.negative, max_traces=1)
+    np.testing.assert_array_equal(obj(jnp.ones(2)), [-1.0, -1.0])
+    assert obj.traces_used == 1
+
+
+def test_donated_argnames_are_forwarded_to_jit():
+    obj = bounded_jit(step, max_traces=1, donate_argnames="x")
+    lowered = obj.lower(jnp.ones(2), jnp.ones(2))
+    assert lowered.args_info[0][0].donated
+    assert not lowered.args_info[0][1].donated
