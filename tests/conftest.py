@@ -7,11 +7,11 @@ os.environ["XLA_FLAGS"] = (
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import AxisType  # noqa: E402
+import jax
+import pytest
+from jax.sharding import AxisType
 
-from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit  # noqa: E402
+from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 
 @pytest.fixture(params=["factory", "class"])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
+from tinax.jit import TraceBudgetError, bounded_jit
 
 
 def counting(function=None):
@@ -52,6 +52,7 @@ class TestExactBudget:
             step(jnp.ones(3))
         np.testing.assert_array_equal(step(jnp.ones(2) * 3), [6.0, 6.0])
         assert step.traces_used == 1
+        assert len(runs) == 1
 
     def test_refused_call_is_refused_again_when_repeated(self, make_bounded):
         step = make_bounded(lambda x: x, max_traces=1)
@@ -182,6 +183,7 @@ class TestWhatCounts:
         with pytest.raises(TraceBudgetError):
             outer(jnp.ones(3))
         assert inner.traces_used == 1
+        assert len(runs) == 1
 
 
 class TestPerObject:
@@ -318,7 +320,9 @@ class TestBatchedMatchesJitOfVmap:
         ids=["default", "broadcast-second", "axis1-out1", "list-out-last", "axis-size", "pytree"],
     )
     def test_equals_jit_of_vmap(self, make_batched, f, in_axes, out_axes, axis_size, args):
-        ours = make_batched(f, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size, max_traces=1)
+        ours = make_batched(
+            f, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size, max_traces=1
+        )
         vmap_axes = tuple(in_axes) if isinstance(in_axes, list) else in_axes
         expected = jax.jit(jax.vmap(f, in_axes=vmap_axes, out_axes=out_axes, axis_size=axis_size))(
             *args

@@ -77,7 +77,9 @@ class TestRepr:
         assert repr(bounded_jit(functools.partial(step, scale=2), max_traces=1)).startswith(
             "BoundedJit(partial(step),"
         )
-        assert repr(bounded_jit(_Scaler(2), max_traces=1)).startswith("BoundedJit(_Scaler instance,")
+        assert repr(bounded_jit(_Scaler(2), max_traces=1)).startswith(
+            "BoundedJit(_Scaler instance,"
+        )
 
 
 class TestIdentity:

@@ -22,6 +22,7 @@ __all__ = [
     "bounded_jit",
 ]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+for _public in (BatchedJit, BoundedJit, Difference, Leaf, TraceBudgetError, TraceHistory):
+    _public.__module__ = __name__
+for _public in (TracedSignature, batched_jit, bounded_jit):
+    _public.__module__ = __name__

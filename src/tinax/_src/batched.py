@@ -36,7 +36,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     """
 
     function: Callable[..., R]
-    in_axes: int | None | Sequence[Any] = attrs.field(default=0, kw_only=True)
+    in_axes: int | Sequence[Any] | None = attrs.field(default=0, kw_only=True)
     out_axes: Any = attrs.field(default=0, kw_only=True)
     axis_size: int | None = attrs.field(default=None, kw_only=True)
     max_traces: int = attrs.field(kw_only=True)
@@ -50,9 +50,15 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         object.__setattr__(self, "axis_size", axis_size)
         object.__setattr__(self, "max_traces", max_traces)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        batched = jax.vmap(function, in_axes=self.in_axes, out_axes=self.out_axes, axis_size=axis_size)
+        batched = jax.vmap(
+            function, in_axes=self.in_axes, out_axes=self.out_axes, axis_size=axis_size
+        )
         signature = validation.signature_of(function)
-        common.build(self, function, batched, max_traces, signature, (), mesh, jax.jit)
+
+        def jit(counted: Callable[..., Any]) -> Any:
+            return jax.jit(counted)  # pyright: ignore[reportUnknownMemberType]
+
+        common.build(self, function, batched, max_traces, signature, (), mesh, jit)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         return self._call(*args, **kwargs)
@@ -61,7 +67,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
 def batched_jit(
     function: Callable[..., R],
     *,
-    in_axes: int | None | Sequence[Any] = 0,
+    in_axes: int | Sequence[Any] | None = 0,
     out_axes: Any = 0,
     axis_size: int | None = None,
     max_traces: int,

@@ -57,7 +57,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "donate_argnames", donate)
 
         def jit(counted: Callable[..., Any]) -> Any:
-            return jax.jit(counted, static_argnames=static, donate_argnames=donate)
+            return jax.jit(counted, static_argnames=static, donate_argnames=donate)  # pyright: ignore[reportUnknownMemberType]
 
         common.build(self, function, function, max_traces, signature, static, mesh, jit)
 

@@ -16,8 +16,9 @@ from typing import Any, ParamSpec, TypeVar
 
 import attrs
 import jax
-from chex._src import asserts_internal as _chex_internal
+from jax.core import Tracer
 
+from tinax._src import private
 from tinax._src.errors import TraceBudgetError
 
 P = ParamSpec("P")
@@ -162,14 +163,16 @@ def record_signature(
             structures.append((name, "static"))
             leaves.append(Leaf(name, name, "static", _static_text(value)))
             continue
-        flat, treedef = jax.tree_util.tree_flatten_with_path(value)
+        tree_util: Any = jax.tree_util
+        flat: list[tuple[Any, Any]]
+        flat, treedef = tree_util.tree_flatten_with_path(value)
         structure = str(treedef)
         if structure.startswith("PyTreeDef(") and structure.endswith(")"):
             structure = structure[len("PyTreeDef(") : -1]
         structures.append((name, structure))
         for key_path, leaf in flat:
-            path = name + jax.tree_util.keystr(key_path)
-            if isinstance(leaf, jax.core.Tracer):
+            path = name + tree_util.keystr(key_path)
+            if isinstance(leaf, Tracer):
                 leaves.append(_array_leaf(name, path, leaf.aval))
             else:  # a static leaf inside a traced argument: keyed by value
                 leaves.append(Leaf(name, path, "static", _static_text(leaf)))
@@ -302,6 +305,13 @@ def function_name(function: Callable[..., Any]) -> str:
 
 def function_location(function: Callable[..., Any]) -> str | None:
     """``file:line`` of the code behind ``function``, where Python knows it."""
+    try:
+        return _location(function)
+    except Exception:  # an odd callable must not turn the budget error into another error
+        return None
+
+
+def _location(function: Callable[..., Any]) -> str | None:
     seen = 0
     target: Any = function
     while seen < 32:  # unwrap partials, bound methods, decorators and callable instances
@@ -313,7 +323,7 @@ def function_location(function: Callable[..., Any]) -> str | None:
         elif hasattr(target, "__wrapped__"):
             target = target.__wrapped__
         elif not hasattr(target, "__code__") and not isinstance(target, type):
-            call = getattr(type(target), "__call__", None)
+            call = getattr(type(target), "__call__", None)  # noqa: B004  # pyright: ignore[reportUnknownArgumentType]
             if call is None or call is target:
                 break
             target = call
@@ -392,18 +402,6 @@ class Ledger:
         self.history: list[TracedSignature] = []
 
 
-def _tracing_eagerly() -> bool:
-    """Whether the function is being run eagerly under `jax.disable_jit`.
-
-    Only consulted while ``jax_disable_jit`` is set: `.lower` still traces
-    then, and such a trace must count.
-    """
-    from jax._src import core
-    from jax._src.interpreters import partial_eval
-
-    return not isinstance(core.trace_ctx.trace, partial_eval.DynamicJaxprTrace)
-
-
 def counted(
     function: Callable[P, R],
     ledger: Ledger,
@@ -420,11 +418,11 @@ def counted(
 
     @functools.wraps(function)
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
-        if jax.config.jax_disable_jit and _tracing_eagerly():  # pyright: ignore[reportAttributeAccessIssue]
-            return function(*args, **kwargs)
+        if private.jit_disabled() and not private.tracing_to_jaxpr():
+            return function(*args, **kwargs)  # run eagerly: not a trace
         with ledger.lock:
             attempt = ledger.used + ledger.in_flight + 1
-            refuse = attempt > max_traces and not _chex_internal.DISABLE_ASSERTIONS
+            refuse = attempt > max_traces and private.chex_asserts_enabled()
             if not refuse:
                 ledger.in_flight += 1
             history = tuple(ledger.history)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from jax.sharding import Mesh
 
@@ -91,7 +91,7 @@ class BudgetedMixin:
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        return types.MethodType(self, instance)
+        return types.MethodType(cast(Callable[..., Any], self), instance)
 
     def __repr__(self) -> str:
         return (

@@ -10,18 +10,19 @@ an error naming both meshes.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 import jax
-from jax._src import config as _jax_config
 from jax.sharding import Mesh
+
+from tinax._src import private
 
 R = TypeVar("R")
 
 
 @contextlib.contextmanager
-def _enter_inside_trace(mesh: Mesh, owner: str) -> Iterator[None]:
+def _enter_inside_trace(mesh: Mesh, owner: str) -> Generator[None]:
     ambient = jax.sharding.get_abstract_mesh()
     if ambient == mesh.abstract_mesh:
         yield
@@ -33,13 +34,11 @@ def _enter_inside_trace(mesh: Mesh, owner: str) -> Iterator[None]:
             "ambient mesh."
         )
     # What jax.set_mesh does, minus its refusal to run inside a trace.
-    previous_abstract = _jax_config.abstract_mesh_context_manager.swap_local(mesh.abstract_mesh)
-    previous_concrete = _jax_config.device_context.swap_local(mesh)
+    previous = private.enter_mesh(mesh)
     try:
         yield
     finally:
-        _jax_config.abstract_mesh_context_manager.set_local(previous_abstract)
-        _jax_config.device_context.set_local(previous_concrete)
+        private.restore_mesh(previous)
 
 
 def mesh_scope(mesh: Mesh, owner: str) -> contextlib.AbstractContextManager[Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh
@@ -30,7 +30,7 @@ def describe(value: object) -> str:
     return f"{text} ({type(value).__qualname__})"
 
 
-def _message(api: str, parameter: str, expected: str, value: object) -> str:
+def _message(api: str, parameter: str, expected: str, value: Any) -> str:
     return f"{api}: {parameter} must be {expected}; got {describe(value)}."
 
 
@@ -78,13 +78,11 @@ def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
     """
     if isinstance(value, str):
         names: tuple[object, ...] = (value,)
-    elif isinstance(value, Sequence):
+    elif isinstance(value, Sequence):  # pyright: ignore[reportUnknownArgumentType]
         try:
-            names = tuple(value)  # pyright: ignore[reportUnknownArgumentType]
+            names = tuple(cast(Sequence[object], value))
         except Exception:
-            raise TypeError(
-                _message(api, parameter, "a str or a sequence of str", value)
-            ) from None
+            raise TypeError(_message(api, parameter, "a str or a sequence of str", value)) from None
     else:
         raise TypeError(
             _message(api, parameter, "a str or an ordered sequence (tuple, list) of str", value)
@@ -108,8 +106,7 @@ def check_disjoint(api: str, static: tuple[str, ...], donate: tuple[str, ...]) -
     overlap = tuple(name for name in static if name in donate)
     if overlap:
         raise ValueError(
-            f"{api}: static_argnames and donate_argnames must not overlap; "
-            f"got {overlap!r} in both."
+            f"{api}: static_argnames and donate_argnames must not overlap; got {overlap!r} in both."
         )
 
 

@@ -1,0 +1,52 @@
+"""Every private JAX and chex API tinax relies on, in one place.
+
+Each has no public equivalent (noted per function). Keeping them here makes a
+JAX or chex upgrade a one-file review; the tests exercise each of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
+from jax._src import config as _jax_config
+from jax._src import core as _jax_core
+from jax._src.interpreters import partial_eval as _partial_eval
+from jax.sharding import Mesh
+
+
+def chex_asserts_enabled() -> bool:
+    """Whether chex assertions are on (`chex.disable_asserts` has no getter)."""
+    return not _chex_internal.DISABLE_ASSERTIONS
+
+
+def jit_disabled() -> bool:
+    """Whether `jax.disable_jit` is in effect."""
+    config: Any = _jax_config
+    return bool(config.disable_jit.value)
+
+
+def tracing_to_jaxpr() -> bool:
+    """Whether the innermost trace builds a jaxpr (jit, lower, trace, eval_shape).
+
+    Under `jax.disable_jit`, a call runs the function eagerly but ``.lower``
+    still traces; this tells the two apart.
+    """
+    core: Any = _jax_core
+    return isinstance(core.trace_ctx.trace, _partial_eval.DynamicJaxprTrace)
+
+
+def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:
+    """Makes ``mesh`` the ambient mesh as `jax.set_mesh` does, minus its refusal
+    to run inside a trace. Returns what `restore_mesh` needs."""
+    config: Any = _jax_config
+    previous_abstract = config.abstract_mesh_context_manager.swap_local(mesh.abstract_mesh)
+    previous_concrete = config.device_context.swap_local(mesh)
+    return previous_abstract, previous_concrete
+
+
+def restore_mesh(previous: tuple[Any, Any]) -> None:
+    """Undoes `enter_mesh`."""
+    config: Any = _jax_config
+    config.abstract_mesh_context_manager.set_local(previous[0])
+    config.device_context.set_local(previous[1])
