@@ -130,6 +130,21 @@ class TestWhatCounts:
         np.testing.assert_array_equal(step(jnp.ones(2)), [2.0, 2.0])
         assert step.traces_used == 1
 
+    def test_failed_trace_is_not_counted_when_output_is_not_an_array(self, make_bounded):
+        calls = []
+
+        def bad_output(x):
+            calls.append(1)
+            return "not an array" if len(calls) == 1 else x
+
+        step = make_bounded(bad_output, max_traces=1)
+        with pytest.raises(TypeError, match="not a valid JAX type"):
+            step(jnp.ones(2))
+        assert step.traces_used == 0
+        step(jnp.ones(2))
+        assert step.traces_used == 1
+        assert len(calls) == 2
+
     @pytest.mark.parametrize("method", ["lower", "trace", "eval_shape"])
     def test_ahead_of_time_methods_count_a_trace(self, make_bounded, method):
         body, runs = counting()
@@ -249,6 +264,28 @@ class TestThreads:
         assert step.traces_used == budget
         assert len(runs) == budget
         assert len(step.traced_signatures) == budget
+
+    def test_one_trace_when_eight_threads_call_one_new_signature(self, make_bounded):
+        barrier = threading.Barrier(8)
+        body, runs = counting()
+        step = make_bounded(body, max_traces=1)
+        errors = []
+
+        def worker():
+            barrier.wait()
+            try:
+                step(jnp.ones(3))
+            except TraceBudgetError as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert step.traces_used == 1
+        assert len(runs) == 1
 
 
 class TestChexOracle:

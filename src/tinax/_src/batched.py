@@ -50,9 +50,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         object.__setattr__(self, "axis_size", axis_size)
         object.__setattr__(self, "max_traces", max_traces)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        batched = jax.vmap(
-            function, in_axes=self.in_axes, out_axes=self.out_axes, axis_size=axis_size
-        )
+        batched = validation.vmapped(_API, function, self.in_axes, self.out_axes, axis_size)
         signature = validation.signature_of(function)
 
         def jit(counted: Callable[..., Any]) -> Any:

@@ -57,7 +57,9 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "donate_argnames", donate)
 
         def jit(counted: Callable[..., Any]) -> Any:
-            return jax.jit(counted, static_argnames=static, donate_argnames=donate)  # pyright: ignore[reportUnknownMemberType]
+            # None, not (), when empty: jax.jit refuses any donate_argnames for a
+            # function without a signature (max, int, ...), even an empty one.
+            return jax.jit(counted, static_argnames=static or None, donate_argnames=donate or None)  # pyright: ignore[reportUnknownMemberType]
 
         common.build(self, function, function, max_traces, signature, static, mesh, jit)
 

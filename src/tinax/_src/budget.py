@@ -416,7 +416,6 @@ def counted(
     a `jax.vmap` of it).
     """
 
-    @functools.wraps(function)
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if private.jit_disabled() and not private.tracing_to_jaxpr():
             return function(*args, **kwargs)  # run eagerly: not a trace
@@ -435,10 +434,46 @@ def counted(
             with ledger.lock:
                 ledger.in_flight -= 1
             raise
+        valid = private.valid_output(out)  # else JAX raises next and will trace again
         with ledger.lock:
             ledger.in_flight -= 1
+            if not valid:
+                return out
             ledger.used += 1
             ledger.history.append(attrs.evolve(call, number=ledger.used))
         return out
 
+    _present_as(traced, reported, signature)
     return traced
+
+
+_ANY_ARGUMENTS = inspect.Signature(
+    [
+        inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD),
+    ]
+)
+
+
+def _present_as(
+    traced: Callable[..., Any], function: Callable[..., Any], signature: inspect.Signature | None
+) -> None:
+    """Makes JAX see ``traced`` as ``function``: signature, name, source location.
+
+    Unlike `functools.wraps`, nothing here can fail on an odd callable: the
+    signature was computed (guarded) at wrap time, and the rest is optional.
+    """
+    wrapper: Any = traced
+    wrapper.__signature__ = signature if signature is not None else _ANY_ARGUMENTS
+    for name in ("__name__", "__qualname__"):
+        try:
+            value = getattr(function, name)
+        except Exception:
+            continue
+        if isinstance(value, str):
+            setattr(wrapper, name, value)
+    try:  # JAX unwraps for the source location in its own messages
+        inspect.unwrap(function)
+    except Exception:
+        return
+    wrapper.__wrapped__ = function

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
 from jax._src import config as _jax_config
 from jax._src import core as _jax_core
@@ -34,6 +35,17 @@ def tracing_to_jaxpr() -> bool:
     """
     core: Any = _jax_core
     return isinstance(core.trace_ctx.trace, _partial_eval.DynamicJaxprTrace)
+
+
+def valid_output(out: object) -> bool:
+    """Whether JAX will accept ``out`` as a jitted function's result.
+
+    A body that returns, say, a string is a failed trace: JAX raises after the
+    body returns, caches nothing and traces again on the next call.
+    """
+    core: Any = _jax_core
+    leaves: list[Any] = jax.tree_util.tree_leaves(out)
+    return all(core.valid_jaxtype(leaf) for leaf in leaves)
 
 
 def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:

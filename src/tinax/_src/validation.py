@@ -10,9 +10,11 @@ guarded.
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import jax
 import numpy as np
 from jax.sharding import AbstractMesh, AxisType, Mesh
 
@@ -30,27 +32,44 @@ def describe(value: object) -> str:
     return f"{text} ({type(value).__qualname__})"
 
 
-def _message(api: str, parameter: str, expected: str, value: Any) -> str:
+def _message(api: str, parameter: str, expected: str, value: object) -> str:
     return f"{api}: {parameter} must be {expected}; got {describe(value)}."
 
 
-def _is_integer(value: object) -> bool:
-    """Python and NumPy integers, never booleans."""
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+def _integer(api: str, parameter: str, expected: str, value: object) -> int:
+    """``value`` as a plain int: Python and NumPy integers, never booleans.
+
+    Types are tested with ``type()``, not ``isinstance``, so that an object
+    lying about its ``__class__`` cannot raise from the check itself, and the
+    conversion uses ``operator.index``, which for an ``int`` subclass never
+    calls the subclass's own ``__int__``/``__index__``.
+    """
+    kind = type(value)
+    if issubclass(kind, bool | np.bool_) or not issubclass(kind, int | np.integer):
+        raise TypeError(_message(api, parameter, expected, value))
+    return operator.index(value)  # type: ignore[arg-type]
 
 
 def check_function(api: str, value: object) -> Callable[..., Any]:
-    """Checks that ``value`` is callable."""
+    """Checks that ``value`` is callable, and not a generator function (as `jax.jit`)."""
     if not callable(value):
         raise TypeError(_message(api, "function", "callable", value))
+    try:
+        generator = inspect.isgeneratorfunction(value)
+    except Exception:  # an odd callable: leave the judgement to JAX
+        generator = False
+    if generator:
+        raise TypeError(
+            _message(
+                api, "function", "a callable that returns arrays, not a generator function", value
+            )
+        )
     return value
 
 
 def check_max_traces(api: str, value: object) -> int:
     """Checks ``max_traces``: a non-negative integer, booleans rejected."""
-    if not _is_integer(value):
-        raise TypeError(_message(api, "max_traces", "an int (bool is not accepted)", value))
-    number = int(value)  # type: ignore[call-overload]
+    number = _integer(api, "max_traces", "an int (bool is not accepted)", value)
     if number < 0:
         raise ValueError(_message(api, "max_traces", "non-negative", value))
     return number
@@ -60,9 +79,7 @@ def check_axis_size(api: str, value: object) -> int | None:
     """Checks ``axis_size``: ``None`` or a positive integer, booleans rejected."""
     if value is None:
         return None
-    if not _is_integer(value):
-        raise TypeError(_message(api, "axis_size", "an int or None (bool is not accepted)", value))
-    number = int(value)  # type: ignore[call-overload]
+    number = _integer(api, "axis_size", "an int or None (bool is not accepted)", value)
     if number <= 0:
         raise ValueError(_message(api, "axis_size", "positive", value))
     return number
@@ -76,29 +93,31 @@ def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
     iterables are rejected because their order, and so the error a user sees,
     would not be reproducible.
     """
-    if isinstance(value, str):
-        names: tuple[object, ...] = (value,)
-    elif isinstance(value, Sequence):  # pyright: ignore[reportUnknownArgumentType]
+    kind = type(value)
+    if issubclass(kind, str):
+        entries: tuple[object, ...] = (value,)
+    elif issubclass(kind, Sequence) and not issubclass(kind, bytes | bytearray | memoryview):
         try:
-            names = tuple(cast(Sequence[object], value))
+            entries = tuple(cast(Sequence[object], value))
         except Exception:
             raise TypeError(_message(api, parameter, "a str or a sequence of str", value)) from None
     else:
         raise TypeError(
             _message(api, parameter, "a str or an ordered sequence (tuple, list) of str", value)
         )
-    seen: set[str] = set()
-    for index, name in enumerate(names):
-        if not isinstance(name, str):
-            raise TypeError(_message(api, f"{parameter}[{index}]", "a str", name))
+    names: list[str] = []
+    for index, entry in enumerate(entries):
+        if not issubclass(type(entry), str):
+            raise TypeError(_message(api, f"{parameter}[{index}]", "a str", entry))
+        name = str.__str__(cast(str, entry))  # a plain str: no subclass hooks from here on
         if not name:
             raise ValueError(_message(api, f"{parameter}[{index}]", "a non-empty str", name))
-        if name in seen:
+        if name in names:
             raise ValueError(
                 _message(api, parameter, f"free of duplicates ({name!r} appears twice)", value)
             )
-        seen.add(name)
-    return names  # type: ignore[return-value]
+        names.append(name)
+    return tuple(names)
 
 
 def check_disjoint(api: str, static: tuple[str, ...], donate: tuple[str, ...]) -> None:
@@ -124,10 +143,16 @@ def check_accepted_names(
     """Checks that ``function`` can take each of ``names`` as a keyword argument.
 
     Follows `jax.jit`: positional-only and ``*args`` names are never accepted;
-    a ``**kwargs`` parameter accepts every other name; without a signature
-    there is nothing to check.
+    a ``**kwargs`` parameter accepts every other name. Without a signature,
+    static names are left to JAX (they can only be keyword arguments), but
+    donated names cannot be resolved: `jax.jit` would refuse them on first call.
     """
     if signature is None:
+        if names and parameter == "donate_argnames":
+            raise ValueError(
+                f"{api}: {parameter} needs the signature of function to find the named "
+                f"arguments, and Python cannot give one; got {names!r}."
+            )
         return
     parameters = signature.parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
@@ -135,11 +160,13 @@ def check_accepted_names(
     accepted = tuple(name for name, p in parameters.items() if p.kind in keyword_kinds)
     for name in names:
         found = parameters.get(name)
+        if found is not None and found.kind is inspect.Parameter.VAR_KEYWORD:
+            continue  # f(x, **kwargs) can be called as f(1, kwargs=2)
         if found is not None and found.kind not in keyword_kinds:
             kind = (
                 "positional-only"
                 if found.kind is inspect.Parameter.POSITIONAL_ONLY
-                else "a *args or **kwargs parameter"
+                else "a *args parameter"
             )
             raise ValueError(
                 f"{api}: {parameter} must name keyword parameters of function; got {name!r}, "
@@ -156,7 +183,7 @@ def check_mesh(api: str, value: object) -> Mesh | None:
     """Checks ``mesh``: ``None`` or a non-empty `jax.sharding.Mesh` without Manual axes."""
     if value is None:
         return None
-    if isinstance(value, AbstractMesh):
+    if issubclass(type(value), AbstractMesh):
         raise TypeError(
             _message(
                 api,
@@ -165,8 +192,9 @@ def check_mesh(api: str, value: object) -> Mesh | None:
                 value,
             )
         )
-    if not isinstance(value, Mesh):
+    if not issubclass(type(value), Mesh):
         raise TypeError(_message(api, "mesh", "a jax.sharding.Mesh or None", value))
+    value = cast(Mesh, value)
     if value.empty:
         raise ValueError(_message(api, "mesh", "non-empty", value))
     if AxisType.Manual in value.axis_types:
@@ -180,3 +208,28 @@ def check_mesh(api: str, value: object) -> Mesh | None:
             )
         )
     return value
+
+
+def vmapped(
+    api: str, function: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | None
+) -> Callable[..., Any]:
+    """``jax.vmap(function, ...)``, whose own errors pass through unchanged.
+
+    The page leaves ``in_axes``/``out_axes`` to `jax.vmap`, whose `TypeError`
+    and `ValueError` are specific and clear. Anything else it lets escape (an
+    object whose ``repr`` or attribute lookup raises) becomes a `TypeError`.
+    """
+    try:
+        return jax.vmap(function, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size)
+    except (TypeError, ValueError):
+        raise
+    except Exception as error:
+        try:
+            reason = f"{type(error).__name__}: {error}"
+        except Exception:
+            reason = type(error).__name__
+        raise TypeError(
+            f"{api}: function, in_axes and out_axes must be accepted by jax.vmap; got "
+            f"function={describe(function)}, in_axes={describe(in_axes)}, "
+            f"out_axes={describe(out_axes)}, and jax.vmap raised {reason}."
+        ) from None

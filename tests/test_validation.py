@@ -1,0 +1,836 @@
+"""Wrap-time validation of `BoundedJit`/`BatchedJit`: the Raises tables, the contract, fuzzing.
+
+Every test builds through both the factory and the class (the ``make_bounded``
+and ``make_batched`` fixtures): the factories only forward, so both paths must
+validate identically. Nothing here calls the wrapped function: construction
+does not trace, so these tests are fast.
+"""
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jax.sharding import AxisType, Mesh
+
+from strategies import (
+    HOSTILE_CALLABLES,
+    HOSTILE_VALUES,
+    NUMPY_INTEGER_TYPES,
+    RaisingRepr,
+    builtins_without_signature,
+    callables,
+    identifiers,
+    valid_argnames,
+    valid_argnames_pair,
+    valid_axis_sizes,
+    valid_axis_specs,
+    valid_functions,
+    valid_max_traces,
+    valid_meshes,
+    wide_values,
+)
+
+# --- functions to wrap ---------------------------------------------------------------------
+
+
+def step(x, y=0, *, scale=1.0):
+    return x * scale + y
+
+
+def takes_kwargs(x, **kwargs):
+    return x
+
+
+def positional_only(x, /, y):
+    return x + y
+
+
+def positional_only_and_kwargs(x, /, **kwargs):
+    return x
+
+
+def star_args(*args):
+    return args[0]
+
+
+def star_args_and_kwargs(*args, **kwargs):
+    return args[0]
+
+
+def everything(a, /, b, *args, c=0, **kwargs):
+    return a
+
+
+def generator_function(x):
+    yield x
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+BOUNDED = "BoundedJit"
+BATCHED = "BatchedJit"
+ARGNAMES = ("static_argnames", "donate_argnames")
+
+
+def raised_by(build: Callable[..., Any], *args: Any, **kwargs: Any) -> Exception:
+    """The exception ``build(*args, **kwargs)`` raises; fails the test if it returns."""
+    try:
+        build(*args, **kwargs)
+    except Exception as error:
+        return error
+    pytest.fail(f"construction succeeded; expected a rejection of {args!r} {kwargs!r}")
+
+
+def assert_rejected(
+    error: Exception, kind: type, api: str, argument: str, value: object, expected: str
+) -> None:
+    """Exactly ``kind``, and a message naming argument, received value and expectation."""
+    message = str(error)
+    assert type(error) is kind, f"{type(error).__name__} escaped: {message}"
+    assert message.startswith(f"{api}: "), message
+    assert argument in message, message
+    assert repr(value)[:40] in message, message
+    assert expected in message, message
+
+
+def assert_documented_or_accepted(build: Callable[[], Any], api: str, argument: str) -> None:
+    """Construction succeeds, or raises exactly TypeError/ValueError naming ``argument``."""
+    try:
+        build()
+    except Exception as error:
+        message = str(error)
+        assert type(error) in (TypeError, ValueError), (
+            f"{type(error).__name__} escaped validation of {argument}: {message}"
+        )
+        assert message.startswith(f"{api}: "), message
+        assert argument in message, message
+
+
+def assert_type_or_value_error_or_accepted(build: Callable[[], Any], argument: str) -> None:
+    """For pass-through arguments: only TypeError/ValueError may escape, any wording."""
+    try:
+        build()
+    except Exception as error:
+        assert type(error) in (TypeError, ValueError), (
+            f"{type(error).__name__} escaped construction with {argument}: {error}"
+        )
+
+
+def make_mesh(kind: AxisType) -> Mesh:
+    return jax.make_mesh((8,), ("x",), axis_types=(kind,))
+
+
+def make_empty_mesh() -> Mesh:
+    return Mesh(np.empty((0,), dtype=object), ("x",))
+
+
+# Values parametrized below are built lazily where they need the JAX backend or are
+# one-shot (generators), so every test gets a fresh one.
+
+NOT_CALLABLE = [
+    pytest.param(None, id="None"),
+    pytest.param(1, id="int"),
+    pytest.param("step", id="str"),
+    pytest.param([step], id="list-of-function"),
+    pytest.param(np.float32(1.0), id="np.float32"),
+]
+
+NOT_INTEGER = [
+    pytest.param(1.0, id="float"),
+    pytest.param(math.inf, id="inf"),
+    pytest.param("1", id="str"),
+    pytest.param(None, id="None"),
+    pytest.param([1], id="list"),
+    pytest.param(np.float32(1.0), id="np.float32"),
+    pytest.param(np.array(1), id="0d-ndarray"),
+]
+
+BOOLEANS = [
+    pytest.param(True, id="True"),
+    pytest.param(False, id="False"),
+    pytest.param(np.True_, id="np.True_"),
+    pytest.param(np.False_, id="np.False_"),
+]
+
+NEGATIVE = [
+    pytest.param(-1, id="minus-one"),
+    pytest.param(-(10**100), id="huge-negative"),
+    pytest.param(np.int8(-1), id="np.int8"),
+    pytest.param(np.int64(-5), id="np.int64"),
+]
+
+NOT_A_SEQUENCE = [
+    pytest.param(lambda: None, id="None"),
+    pytest.param(lambda: 1, id="int"),
+    pytest.param(lambda: {"x"}, id="set"),
+    pytest.param(lambda: frozenset({"x"}), id="frozenset"),
+    pytest.param(lambda: (name for name in ["x"]), id="generator"),
+    pytest.param(lambda: iter(["x"]), id="iterator"),
+    pytest.param(lambda: {"x": 0}, id="dict"),
+    pytest.param(lambda: {"x": 0}.keys(), id="dict-keys"),
+    pytest.param(lambda: np.array(["x"]), id="ndarray-of-str"),
+]
+
+NOT_STR_ENTRY = [
+    pytest.param([1], 0, 1, id="int"),
+    pytest.param(["x", None], 1, None, id="None"),
+    pytest.param((b"x",), 0, b"x", id="bytes"),
+    pytest.param([("x",)], 0, ("x",), id="tuple"),
+    pytest.param([np.str_("x"), 2.0], 1, 2.0, id="float-after-np.str_"),
+]
+
+NOT_A_MESH = [
+    pytest.param(lambda: "mesh", id="str"),
+    pytest.param(lambda: 8, id="int"),
+    pytest.param(lambda: jax.devices(), id="device-list"),
+    pytest.param(lambda: np.array(jax.devices()), id="device-ndarray"),
+    pytest.param(lambda: jax.sharding.SingleDeviceSharding(jax.devices()[0]), id="sharding"),
+]
+
+
+# --- the Raises table of bounded_jit --------------------------------------------------------
+
+
+class TestBoundedJitRaisesTable:
+    @pytest.mark.parametrize("value", NOT_CALLABLE)
+    def test_raises_type_error_when_function_is_not_callable(self, make_bounded, value):
+        error = raised_by(make_bounded, value, max_traces=1)
+        assert_rejected(error, TypeError, BOUNDED, "function", value, "callable")
+
+    @pytest.mark.parametrize("value", NOT_INTEGER)
+    def test_raises_type_error_when_max_traces_is_not_an_integer(self, make_bounded, value):
+        error = raised_by(make_bounded, step, max_traces=value)
+        assert_rejected(error, TypeError, BOUNDED, "max_traces", value, "an int")
+
+    @pytest.mark.parametrize("value", BOOLEANS)
+    def test_raises_type_error_when_max_traces_is_a_bool(self, make_bounded, value):
+        error = raised_by(make_bounded, step, max_traces=value)
+        assert_rejected(error, TypeError, BOUNDED, "max_traces", value, "bool")
+
+    @pytest.mark.parametrize("value", NEGATIVE)
+    def test_raises_value_error_when_max_traces_is_negative(self, make_bounded, value):
+        error = raised_by(make_bounded, step, max_traces=value)
+        assert_rejected(error, ValueError, BOUNDED, "max_traces", value, "non-negative")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    @pytest.mark.parametrize("build", NOT_A_SEQUENCE)
+    def test_raises_type_error_when_argnames_is_not_a_sequence(self, make_bounded, argument, build):
+        value = build()
+        error = raised_by(make_bounded, takes_kwargs, max_traces=1, **{argument: value})
+        assert_rejected(error, TypeError, BOUNDED, argument, value, "sequence")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    @pytest.mark.parametrize(("value", "index", "entry"), NOT_STR_ENTRY)
+    def test_raises_type_error_when_argnames_entry_is_not_a_str(
+        self, make_bounded, argument, value, index, entry
+    ):
+        error = raised_by(make_bounded, takes_kwargs, max_traces=1, **{argument: value})
+        assert_rejected(error, TypeError, BOUNDED, f"{argument}[{index}]", entry, "a str")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    @pytest.mark.parametrize(
+        ("value", "index"),
+        [
+            pytest.param("", 0, id="empty-str"),
+            pytest.param([""], 0, id="list"),
+            pytest.param(("x", ""), 1, id="tuple-second"),
+        ],
+    )
+    def test_raises_value_error_when_argnames_entry_is_empty(
+        self, make_bounded, argument, value, index
+    ):
+        error = raised_by(make_bounded, takes_kwargs, max_traces=1, **{argument: value})
+        assert_rejected(error, ValueError, BOUNDED, f"{argument}[{index}]", "", "non-empty")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    @pytest.mark.parametrize(
+        "value",
+        [
+            pytest.param(["x", "x"], id="list"),
+            pytest.param(("x", "y", "x"), id="tuple-apart"),
+        ],
+    )
+    def test_raises_value_error_when_argnames_entry_is_duplicated(
+        self, make_bounded, argument, value
+    ):
+        error = raised_by(make_bounded, takes_kwargs, max_traces=1, **{argument: value})
+        assert_rejected(error, ValueError, BOUNDED, argument, value, "duplicate")
+
+    @pytest.mark.parametrize(
+        ("static", "donate"),
+        [
+            pytest.param("x", "x", id="same-str"),
+            pytest.param(["x", "y"], ("z", "x"), id="one-shared"),
+        ],
+    )
+    def test_raises_value_error_when_static_and_donate_argnames_overlap(
+        self, make_bounded, static, donate
+    ):
+        error = raised_by(
+            make_bounded, takes_kwargs, max_traces=1, static_argnames=static, donate_argnames=donate
+        )
+        assert type(error) is ValueError, f"{type(error).__name__}: {error}"
+        message = str(error)
+        assert message.startswith(f"{BOUNDED}: "), message
+        assert "static_argnames" in message and "donate_argnames" in message, message
+        assert "'x'" in message and "overlap" in message, message
+
+    @pytest.mark.parametrize("build", NOT_A_MESH)
+    def test_raises_type_error_when_mesh_is_not_a_mesh(self, make_bounded, build):
+        value = build()
+        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
+        assert_rejected(error, TypeError, BOUNDED, "mesh", value, "jax.sharding.Mesh or None")
+
+    def test_raises_value_error_when_mesh_is_empty(self, make_bounded):
+        value = make_empty_mesh()
+        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
+        assert_rejected(error, ValueError, BOUNDED, "mesh", value, "non-empty")
+
+
+# --- the Raises table of batched_jit --------------------------------------------------------
+
+
+class TestBatchedJitRaisesTable:
+    @pytest.mark.parametrize("value", NOT_CALLABLE)
+    def test_raises_type_error_when_function_is_not_callable(self, make_batched, value):
+        error = raised_by(make_batched, value, max_traces=1)
+        assert_rejected(error, TypeError, BATCHED, "function", value, "callable")
+
+    @pytest.mark.parametrize("value", [p for p in NOT_INTEGER if p.values[0] is not None])
+    def test_raises_type_error_when_axis_size_is_not_an_integer(self, make_batched, value):
+        error = raised_by(make_batched, step, max_traces=1, axis_size=value)
+        assert_rejected(error, TypeError, BATCHED, "axis_size", value, "an int or None")
+
+    @pytest.mark.parametrize("value", BOOLEANS)
+    def test_raises_type_error_when_axis_size_is_a_bool(self, make_batched, value):
+        error = raised_by(make_batched, step, max_traces=1, axis_size=value)
+        assert_rejected(error, TypeError, BATCHED, "axis_size", value, "bool")
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            pytest.param(0, id="zero"),
+            pytest.param(-1, id="minus-one"),
+            pytest.param(np.int32(0), id="np.int32-zero"),
+            pytest.param(np.int64(-3), id="np.int64-negative"),
+        ],
+    )
+    def test_raises_value_error_when_axis_size_is_not_positive(self, make_batched, value):
+        error = raised_by(make_batched, step, max_traces=1, axis_size=value)
+        assert_rejected(error, ValueError, BATCHED, "axis_size", value, "positive")
+
+    @pytest.mark.parametrize("value", NOT_INTEGER)
+    def test_raises_type_error_when_max_traces_is_not_an_integer(self, make_batched, value):
+        error = raised_by(make_batched, step, max_traces=value)
+        assert_rejected(error, TypeError, BATCHED, "max_traces", value, "an int")
+
+    @pytest.mark.parametrize("value", BOOLEANS)
+    def test_raises_type_error_when_max_traces_is_a_bool(self, make_batched, value):
+        error = raised_by(make_batched, step, max_traces=value)
+        assert_rejected(error, TypeError, BATCHED, "max_traces", value, "bool")
+
+    @pytest.mark.parametrize("value", NEGATIVE)
+    def test_raises_value_error_when_max_traces_is_negative(self, make_batched, value):
+        error = raised_by(make_batched, step, max_traces=value)
+        assert_rejected(error, ValueError, BATCHED, "max_traces", value, "non-negative")
+
+    @pytest.mark.parametrize("build", NOT_A_MESH)
+    def test_raises_type_error_when_mesh_is_not_a_mesh(self, make_batched, build):
+        value = build()
+        error = raised_by(make_batched, step, max_traces=1, mesh=value)
+        assert_rejected(error, TypeError, BATCHED, "mesh", value, "jax.sharding.Mesh or None")
+
+    def test_raises_value_error_when_mesh_is_empty(self, make_batched):
+        value = make_empty_mesh()
+        error = raised_by(make_batched, step, max_traces=1, mesh=value)
+        assert_rejected(error, ValueError, BATCHED, "mesh", value, "non-empty")
+
+
+# --- integers: NumPy yes, booleans never ---------------------------------------------------
+
+
+NUMPY_INTEGERS = [pytest.param(kind, id=kind.__name__) for kind in NUMPY_INTEGER_TYPES]
+
+
+class TestIntegers:
+    @pytest.mark.parametrize("kind", NUMPY_INTEGERS)
+    def test_max_traces_is_a_plain_int_when_given_a_numpy_integer(self, make_bounded, kind):
+        obj = make_bounded(step, max_traces=kind(3))
+        assert type(obj.max_traces) is int
+        assert obj.max_traces == 3
+
+    @pytest.mark.parametrize("kind", NUMPY_INTEGERS)
+    def test_batched_max_traces_is_a_plain_int_when_given_a_numpy_integer(self, make_batched, kind):
+        obj = make_batched(step, max_traces=kind(3))
+        assert type(obj.max_traces) is int
+        assert obj.max_traces == 3
+
+    @pytest.mark.parametrize("kind", NUMPY_INTEGERS)
+    def test_axis_size_is_a_plain_int_when_given_a_numpy_integer(self, make_batched, kind):
+        obj = make_batched(step, max_traces=1, axis_size=kind(4))
+        assert type(obj.axis_size) is int
+        assert obj.axis_size == 4
+
+    @pytest.mark.parametrize(
+        "value",
+        [pytest.param(0, id="zero"), pytest.param(10**100, id="huge")],
+    )
+    def test_max_traces_is_kept_when_it_is_a_python_int(self, make_bounded, value):
+        assert make_bounded(step, max_traces=value).max_traces == value
+
+    def test_max_traces_is_exact_when_given_the_largest_uint64(self, make_bounded):
+        obj = make_bounded(step, max_traces=np.uint64(2**64 - 1))
+        assert obj.max_traces == 2**64 - 1
+        assert type(obj.max_traces) is int
+
+    def test_axis_size_stays_none_when_not_given(self, make_batched):
+        assert make_batched(step, max_traces=1).axis_size is None
+
+    def test_jax_integer_array_is_not_an_integer_when_given_as_max_traces(self, make_bounded):
+        value = jnp.asarray(3)
+        error = raised_by(make_bounded, step, max_traces=value)
+        assert_rejected(error, TypeError, BOUNDED, "max_traces", value, "an int")
+
+
+# --- argnames: normalization and rejection --------------------------------------------------
+
+
+class TestArgnames:
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_is_one_name_when_given_a_single_str(self, make_bounded, argument):
+        obj = make_bounded(takes_kwargs, max_traces=1, **{argument: "scale"})
+        assert getattr(obj, argument) == ("scale",)
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_is_a_tuple_in_order_when_given_a_list(self, make_bounded, argument):
+        obj = make_bounded(takes_kwargs, max_traces=1, **{argument: ["b", "a", "c"]})
+        assert getattr(obj, argument) == ("b", "a", "c")
+        assert type(getattr(obj, argument)) is tuple
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_is_the_same_tuple_when_given_a_tuple(self, make_bounded, argument):
+        obj = make_bounded(step, max_traces=1, **{argument: ("y", "scale")})
+        assert getattr(obj, argument) == ("y", "scale")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_is_empty_when_not_given(self, make_bounded, argument):
+        assert getattr(make_bounded(step, max_traces=1), argument) == ()
+
+    def test_static_and_donate_are_both_kept_when_disjoint(self, make_bounded):
+        obj = make_bounded(step, max_traces=1, static_argnames="scale", donate_argnames=["y"])
+        assert (obj.static_argnames, obj.donate_argnames) == (("scale",), ("y",))
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_input_list_is_not_aliased_when_normalized(self, make_bounded, argument):
+        names = ["y"]
+        obj = make_bounded(step, max_traces=1, **{argument: names})
+        names.append("scale")
+        assert getattr(obj, argument) == ("y",)
+
+
+class TestArgnamesAgainstSignature:
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_raises_value_error_when_name_is_not_a_parameter(self, make_bounded, argument):
+        error = raised_by(make_bounded, step, max_traces=1, **{argument: "missing"})
+        assert_rejected(error, ValueError, BOUNDED, argument, "missing", "parameters")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    @pytest.mark.parametrize(
+        ("function", "name"),
+        [
+            pytest.param(positional_only, "x", id="positional-only"),
+            pytest.param(star_args, "args", id="star-args"),
+            pytest.param(positional_only_and_kwargs, "x", id="positional-only-with-kwargs"),
+            pytest.param(star_args_and_kwargs, "args", id="star-args-with-kwargs"),
+        ],
+    )
+    def test_raises_value_error_when_name_cannot_be_passed_by_keyword(
+        self, make_bounded, argument, function, name
+    ):
+        # As jax.jit: positional-only and *args names are never keyword names.
+        error = raised_by(make_bounded, function, max_traces=1, **{argument: name})
+        assert_rejected(error, ValueError, BOUNDED, argument, name, "keyword")
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    @pytest.mark.parametrize(
+        "names",
+        [
+            pytest.param(("anything",), id="identifier"),
+            pytest.param(("x", "other"), id="with-a-named-parameter"),
+            pytest.param(("a b", "1x"), id="not-identifiers"),
+        ],
+    )
+    def test_accepts_any_name_when_function_takes_kwargs(self, make_bounded, argument, names):
+        obj = make_bounded(takes_kwargs, max_traces=1, **{argument: names})
+        assert getattr(obj, argument) == names
+
+    @pytest.mark.parametrize("argument", ARGNAMES)
+    def test_accepts_the_kwargs_parameter_name_when_function_takes_kwargs(
+        self, make_bounded, argument
+    ):
+        # takes_kwargs(1, kwargs=2) is a valid call, and jax.jit accepts the name.
+        obj = make_bounded(takes_kwargs, max_traces=1, **{argument: "kwargs"})
+        assert getattr(obj, argument) == ("kwargs",)
+
+    @pytest.mark.parametrize(
+        "function", [pytest.param(f, id=getattr(f, "__name__", "partial")) for f in (max, int)]
+    )
+    def test_accepts_function_when_it_has_no_signature(self, make_bounded, function):
+        obj = make_bounded(function, max_traces=1)
+        assert obj.function is function
+
+    def test_skips_the_name_check_when_function_has_no_signature(self, make_bounded):
+        obj = make_bounded(max, max_traces=1, static_argnames="key")
+        assert obj.static_argnames == ("key",)
+
+    def test_rejects_donated_name_when_function_has_no_signature(self, make_bounded):
+        # jax.jit cannot resolve donated names without a signature; say so at wrap time.
+        error = raised_by(make_bounded, max, max_traces=1, donate_argnames="key")
+        assert type(error) is ValueError
+        assert str(error).startswith("BoundedJit: donate_argnames needs the signature")
+        assert "'key'" in str(error)
+
+
+# --- meshes --------------------------------------------------------------------------------
+
+
+class TestMesh:
+    def test_bounded_mesh_is_none_when_not_given(self, make_bounded):
+        assert make_bounded(step, max_traces=1).mesh is None
+
+    def test_batched_mesh_is_none_when_not_given(self, make_batched):
+        assert make_batched(step, max_traces=1).mesh is None
+
+    @pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit], ids=["Auto", "Explicit"])
+    def test_bounded_mesh_is_kept_when_given_a_concrete_mesh(self, make_bounded, kind):
+        mesh = make_mesh(kind)
+        assert make_bounded(step, max_traces=1, mesh=mesh).mesh is mesh
+
+    @pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit], ids=["Auto", "Explicit"])
+    def test_batched_mesh_is_kept_when_given_a_concrete_mesh(self, make_batched, kind):
+        mesh = make_mesh(kind)
+        assert make_batched(step, max_traces=1, mesh=mesh).mesh is mesh
+
+    def test_bounded_raises_type_error_when_mesh_is_abstract(self, make_bounded, mesh8):
+        value = mesh8.abstract_mesh
+        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
+        assert_rejected(error, TypeError, BOUNDED, "mesh", value, "jax.sharding.Mesh or None")
+
+    def test_batched_raises_type_error_when_mesh_is_abstract(self, make_batched, mesh8):
+        value = mesh8.abstract_mesh
+        error = raised_by(make_batched, step, max_traces=1, mesh=value)
+        assert_rejected(error, TypeError, BATCHED, "mesh", value, "jax.sharding.Mesh or None")
+
+    def test_bounded_raises_value_error_when_mesh_has_a_manual_axis(self, make_bounded):
+        value = make_mesh(AxisType.Manual)
+        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
+        assert_rejected(error, ValueError, BOUNDED, "mesh", value, "Manual")
+
+    def test_batched_raises_value_error_when_mesh_has_a_manual_axis(self, make_batched):
+        value = make_mesh(AxisType.Manual)
+        error = raised_by(make_batched, step, max_traces=1, mesh=value)
+        assert_rejected(error, ValueError, BATCHED, "mesh", value, "Manual")
+
+
+# --- hostile inputs: only TypeError/ValueError may escape -----------------------------------
+
+
+HOSTILE = [pytest.param(build, id=name) for name, build in HOSTILE_VALUES.items()]
+SABOTAGED_CALLABLES = [pytest.param(build, id=name) for name, build in HOSTILE_CALLABLES.items()]
+BOUNDED_OPTIONS = {
+    "max_traces": {},
+    "static_argnames": {"max_traces": 1},
+    "donate_argnames": {"max_traces": 1},
+    "mesh": {"max_traces": 1},
+}
+BATCHED_OPTIONS = {
+    "max_traces": {},
+    "axis_size": {"max_traces": 1},
+    "mesh": {"max_traces": 1},
+}
+
+
+class TestHostileInputs:
+    def test_message_shows_a_fallback_repr_when_repr_raises(self, make_bounded):
+        error = raised_by(make_bounded, step, max_traces=RaisingRepr())
+        assert type(error) is TypeError
+        assert str(error).startswith(f"{BOUNDED}: max_traces must be")
+        assert "RaisingRepr object at 0x" in str(error)
+
+    def test_function_message_shows_a_fallback_repr_when_repr_raises(self, make_batched):
+        error = raised_by(make_batched, RaisingRepr(), max_traces=1)
+        assert type(error) is TypeError
+        assert "RaisingRepr object at 0x" in str(error)
+
+    @pytest.mark.parametrize("argument", BOUNDED_OPTIONS)
+    @pytest.mark.parametrize("build", HOSTILE)
+    def test_bounded_raises_only_documented_errors_when_value_is_hostile(
+        self, make_bounded, argument, build
+    ):
+        options = {**BOUNDED_OPTIONS[argument], argument: build()}
+        assert_documented_or_accepted(
+            lambda: make_bounded(takes_kwargs, **options), BOUNDED, argument
+        )
+
+    @pytest.mark.parametrize("argument", BATCHED_OPTIONS)
+    @pytest.mark.parametrize("build", HOSTILE)
+    def test_batched_raises_only_documented_errors_when_value_is_hostile(
+        self, make_batched, argument, build
+    ):
+        options = {**BATCHED_OPTIONS[argument], argument: build()}
+        assert_documented_or_accepted(lambda: make_batched(step, **options), BATCHED, argument)
+
+    @pytest.mark.parametrize("argument", ["in_axes", "out_axes"])
+    @pytest.mark.parametrize("build", HOSTILE)
+    def test_batched_raises_only_type_or_value_error_when_axes_are_hostile(
+        self, make_batched, argument, build
+    ):
+        value = build()
+        assert_type_or_value_error_or_accepted(
+            lambda: make_batched(step, max_traces=1, **{argument: value}), argument
+        )
+
+    @pytest.mark.parametrize("build", SABOTAGED_CALLABLES)
+    def test_bounded_accepts_or_clearly_rejects_when_callable_sabotages_introspection(
+        self, make_bounded, build
+    ):
+        function = build()
+        assert_documented_or_accepted(
+            lambda: make_bounded(function, max_traces=1), BOUNDED, "function"
+        )
+
+    @pytest.mark.parametrize("build", SABOTAGED_CALLABLES)
+    def test_batched_accepts_or_clearly_rejects_when_callable_sabotages_introspection(
+        self, make_batched, build
+    ):
+        function = build()
+        assert_documented_or_accepted(
+            lambda: make_batched(function, max_traces=1), BATCHED, "function"
+        )
+
+    def test_bounded_rejects_generator_function(self, make_bounded):
+        # As jax.jit does: a generator function cannot be traced.
+        error = raised_by(make_bounded, generator_function, max_traces=1)
+        assert_rejected(
+            error, TypeError, BOUNDED, "function", generator_function, "not a generator function"
+        )
+
+    def test_batched_rejects_generator_function(self, make_batched):
+        # As jax.vmap does, but with our message.
+        error = raised_by(make_batched, generator_function, max_traces=1)
+        assert_rejected(
+            error, TypeError, BATCHED, "function", generator_function, "not a generator function"
+        )
+
+
+# --- fuzzing: any value, any argument -------------------------------------------------------
+
+FUZZ = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+PROPERTY = settings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+class TestFuzzBoundedJit:
+    @FUZZ
+    @given(value=st.one_of(wide_values(), callables()))
+    def test_raises_only_documented_errors_when_function_is_anything(self, make_bounded, value):
+        assert_documented_or_accepted(
+            lambda: make_bounded(value, max_traces=1), BOUNDED, "function"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_max_traces_is_anything(self, make_bounded, value):
+        assert_documented_or_accepted(
+            lambda: make_bounded(step, max_traces=value), BOUNDED, "max_traces"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_static_argnames_is_anything(
+        self, make_bounded, value
+    ):
+        assert_documented_or_accepted(
+            lambda: make_bounded(everything, max_traces=1, static_argnames=value),
+            BOUNDED,
+            "static_argnames",
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_donate_argnames_is_anything(
+        self, make_bounded, value
+    ):
+        assert_documented_or_accepted(
+            lambda: make_bounded(everything, max_traces=1, donate_argnames=value),
+            BOUNDED,
+            "donate_argnames",
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_mesh_is_anything(self, make_bounded, value):
+        assert_documented_or_accepted(
+            lambda: make_bounded(step, max_traces=1, mesh=value), BOUNDED, "mesh"
+        )
+
+    @FUZZ
+    @given(
+        function=wide_values(),
+        max_traces=wide_values(),
+        static=wide_values(),
+        donate=wide_values(),
+        mesh=wide_values(),
+    )
+    def test_raises_only_documented_errors_when_every_argument_is_anything(
+        self, make_bounded, function, max_traces, static, donate, mesh
+    ):
+        try:
+            make_bounded(
+                function,
+                max_traces=max_traces,
+                static_argnames=static,
+                donate_argnames=donate,
+                mesh=mesh,
+            )
+        except Exception as error:
+            message = str(error)
+            assert type(error) in (TypeError, ValueError), f"{type(error).__name__}: {message}"
+            assert message.startswith(f"{BOUNDED}: "), message
+            names = ("function", "max_traces", "static_argnames", "donate_argnames", "mesh")
+            assert any(name in message for name in names), message
+
+
+class TestFuzzBatchedJit:
+    @FUZZ
+    @given(value=st.one_of(wide_values(), callables()))
+    def test_raises_only_documented_errors_when_function_is_anything(self, make_batched, value):
+        assert_documented_or_accepted(
+            lambda: make_batched(value, max_traces=1), BATCHED, "function"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_max_traces_is_anything(self, make_batched, value):
+        assert_documented_or_accepted(
+            lambda: make_batched(step, max_traces=value), BATCHED, "max_traces"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_axis_size_is_anything(self, make_batched, value):
+        assert_documented_or_accepted(
+            lambda: make_batched(step, max_traces=1, axis_size=value), BATCHED, "axis_size"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_documented_errors_when_mesh_is_anything(self, make_batched, value):
+        assert_documented_or_accepted(
+            lambda: make_batched(step, max_traces=1, mesh=value), BATCHED, "mesh"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_type_or_value_error_when_in_axes_is_anything(self, make_batched, value):
+        assert_type_or_value_error_or_accepted(
+            lambda: make_batched(step, max_traces=1, in_axes=value), "in_axes"
+        )
+
+    @FUZZ
+    @given(value=wide_values())
+    def test_raises_only_type_or_value_error_when_out_axes_is_anything(self, make_batched, value):
+        assert_type_or_value_error_or_accepted(
+            lambda: make_batched(step, max_traces=1, out_axes=value), "out_axes"
+        )
+
+
+# --- valid values are always accepted and normalized ----------------------------------------
+
+
+class TestValidValuesBoundedJit:
+    @PROPERTY
+    @given(
+        function=valid_functions(),
+        max_traces=valid_max_traces(),
+        mesh=valid_meshes(),
+    )
+    def test_accepts_and_normalizes_when_every_argument_is_valid(
+        self, make_bounded, function, max_traces, mesh
+    ):
+        obj = make_bounded(function, max_traces=max_traces, mesh=mesh)
+        assert obj.function is function
+        assert type(obj.max_traces) is int and obj.max_traces == int(max_traces)
+        assert obj.mesh is mesh
+        assert (obj.static_argnames, obj.donate_argnames) == ((), ())
+
+    @PROPERTY
+    @given(pair=valid_argnames_pair(exclude=("x", "kwargs")), as_list=st.booleans())
+    def test_argnames_round_trip_in_order_when_function_takes_kwargs(
+        self, make_bounded, pair, as_list
+    ):
+        static, donate = pair
+        build = list if as_list else tuple
+        obj = make_bounded(
+            takes_kwargs, max_traces=1, static_argnames=build(static), donate_argnames=build(donate)
+        )
+        assert obj.static_argnames == tuple(static)
+        assert obj.donate_argnames == tuple(donate)
+
+    @PROPERTY
+    @given(name=identifiers(exclude=("x", "kwargs")))
+    def test_single_str_is_one_name_when_function_takes_kwargs(self, make_bounded, name):
+        obj = make_bounded(takes_kwargs, max_traces=1, static_argnames=name)
+        assert obj.static_argnames == (name,)
+
+    @PROPERTY
+    @given(function=builtins_without_signature(), names=valid_argnames(max_size=3))
+    def test_accepts_any_static_name_when_function_has_no_signature(
+        self, make_bounded, function, names
+    ):
+        obj = make_bounded(function, max_traces=1, static_argnames=names)
+        assert obj.static_argnames == tuple(names)
+
+
+class TestValidValuesBatchedJit:
+    @PROPERTY
+    @given(
+        function=valid_functions(),
+        max_traces=valid_max_traces(),
+        axis_size=valid_axis_sizes(),
+        in_axes=valid_axis_specs(),
+        out_axes=valid_axis_specs(),
+        mesh=valid_meshes(),
+    )
+    def test_accepts_and_normalizes_when_every_argument_is_valid(
+        self, make_batched, function, max_traces, axis_size, in_axes, out_axes, mesh
+    ):
+        obj = make_batched(
+            function,
+            max_traces=max_traces,
+            axis_size=axis_size,
+            in_axes=in_axes,
+            out_axes=out_axes,
+            mesh=mesh,
+        )
+        assert obj.function is function
+        assert type(obj.max_traces) is int and obj.max_traces == int(max_traces)
+        if axis_size is None:
+            assert obj.axis_size is None
+        else:
+            assert type(obj.axis_size) is int and obj.axis_size == int(axis_size)
+        assert obj.in_axes is in_axes and obj.out_axes is out_axes
+        assert obj.mesh is mesh
