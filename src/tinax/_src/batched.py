@@ -100,8 +100,11 @@ def batched_jit(
         TypeError: If `function` is not callable, `axis_size` is not an integer
             or `None` (booleans rejected), `max_traces` is not an integer
             (booleans rejected), or `mesh` is not a `jax.sharding.Mesh` or `None`.
+            Also: `function` is a generator function; `mesh` is an
+            `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
+            error, passed through).
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
-            `mesh` is empty.
+            `mesh` is empty. Also: `mesh` has a Manual axis.
 
     Examples:
         >>> import jax.numpy as jnp

@@ -104,9 +104,15 @@ def bounded_jit(
         TypeError: If `function` is not callable, `max_traces` is not an integer
             (booleans rejected), `static_argnames`/`donate_argnames` is not a
             sequence of strings, or `mesh` is not a `jax.sharding.Mesh` or `None`.
+            Also: `function` is a generator function; an argnames option is an
+            unordered or one-shot iterable (set, generator); `mesh` is an
+            `AbstractMesh`.
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
-            `mesh` is empty.
+            `mesh` is empty. Also: an argname is not a keyword parameter of
+            `function` (positional-only, ``*args``, or absent without
+            ``**kwargs``); `donate_argnames` is given for a function without a
+            signature; `mesh` has a Manual axis.
 
     Examples:
         >>> import jax.numpy as jnp

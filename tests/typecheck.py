@@ -1,0 +1,41 @@
+"""Static typing checks, run by pyright in CI (`.ci/run`), never executed.
+
+``assert_type`` fails the type check if a factory loses the wrapped function's
+types; each ``pyright: ignore[...]`` marks a call that must be a type error,
+and ``reportUnnecessaryTypeIgnoreComment`` fails the check if it stops being one.
+"""
+
+# pyright: strict, reportUnnecessaryTypeIgnoreComment=true
+
+from typing import assert_type
+
+import jax
+
+from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
+
+
+def step(x: jax.Array, n: int) -> tuple[jax.Array, int]:
+    return x, n
+
+
+def bounded_keeps_parameter_and_return_types(x: jax.Array) -> None:
+    wrapped = bounded_jit(step, max_traces=1)
+    assert_type(wrapped(x, 3), tuple[jax.Array, int])
+    assert_type(BoundedJit(step, max_traces=1)(x, 3), tuple[jax.Array, int])
+
+
+def bounded_rejects_wrong_argument_types(x: jax.Array) -> None:
+    wrapped = bounded_jit(step, max_traces=1)
+    wrapped(x, "three")  # pyright: ignore[reportArgumentType]
+    wrapped(x)  # pyright: ignore[reportCallIssue]
+
+
+def batched_keeps_return_type(x: jax.Array) -> None:
+    wrapped = batched_jit(step, max_traces=1)
+    assert_type(wrapped, BatchedJit[tuple[jax.Array, int]])
+    assert_type(wrapped(x, 3), tuple[jax.Array, int])
+
+
+def factories_reject_wrong_option_types(x: jax.Array) -> None:
+    bounded_jit(step, max_traces="1")  # pyright: ignore[reportArgumentType]
+    batched_jit(step, max_traces=1, axis_size="4")  # pyright: ignore[reportArgumentType]
