@@ -419,13 +419,13 @@ def counted(
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if private.jit_disabled() and not private.tracing_to_jaxpr():
             return function(*args, **kwargs)  # run eagerly: not a trace
+        call = _record_or_placeholder(signature, static_argnames, args, kwargs)
         with ledger.lock:
             attempt = ledger.used + ledger.in_flight + 1
             refuse = attempt > max_traces and private.chex_asserts_enabled()
             if not refuse:
                 ledger.in_flight += 1
             history = tuple(ledger.history)
-        call = record_signature(0 if refuse else attempt, signature, static_argnames, args, kwargs)
         if refuse:
             raise budget_error(reported, max_traces, attempt, history, call)
         try:
@@ -445,6 +445,20 @@ def counted(
 
     _present_as(traced, reported, signature)
     return traced
+
+
+def _record_or_placeholder(
+    signature: inspect.Signature | None,
+    static_argnames: tuple[str, ...],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> TracedSignature:
+    """The call's abstract signature; recording must never break the user's trace."""
+    try:
+        return record_signature(0, signature, static_argnames, args, kwargs)
+    except Exception as error:  # an exotic leaf: keep counting, explain less
+        leaf = Leaf("(unrecorded)", "(unrecorded)", "static", f"{type(error).__name__}")
+        return TracedSignature(0, (("(unrecorded)", "static"),), (leaf,), _NO_MESH)
 
 
 _ANY_ARGUMENTS = inspect.Signature(

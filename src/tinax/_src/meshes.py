@@ -55,11 +55,7 @@ def bind_mesh(function: Callable[..., R], mesh: Mesh | None, owner: str) -> Call
         return function
 
     def call_under_mesh(*args: Any, **kwargs: Any) -> R:
-        try:
-            scope = jax.set_mesh(mesh)
-        except ValueError:  # a trace is in progress: set_mesh refuses
-            scope = _enter_inside_trace(mesh, owner)
-        with scope:
+        with mesh_scope(mesh, owner):
             return function(*args, **kwargs)
 
     return call_under_mesh
