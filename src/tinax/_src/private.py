@@ -13,6 +13,7 @@ from chex._src import asserts_internal as _chex_internal  # pyright: ignore[repo
 from jax._src import config as _jax_config
 from jax._src import core as _jax_core
 from jax._src.interpreters import partial_eval as _partial_eval
+from jax.core import Tracer
 from jax.sharding import Mesh
 
 
@@ -45,7 +46,8 @@ def valid_output(out: object) -> bool:
     """
     core: Any = _jax_core
     leaves: list[Any] = jax.tree_util.tree_leaves(out)
-    return all(core.valid_jaxtype(leaf) for leaf in leaves)
+    # Tracers first: valid_jaxtype rejects them on some JAX versions (<= 0.9.1).
+    return all(isinstance(leaf, Tracer) or core.valid_jaxtype(leaf) for leaf in leaves)
 
 
 def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:
