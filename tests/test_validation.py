@@ -35,6 +35,7 @@ from strategies import (
     valid_meshes,
     wide_values,
 )
+from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 # --- functions to wrap ---------------------------------------------------------------------
 
@@ -194,30 +195,66 @@ NOT_A_MESH = [
 ]
 
 
+# --- the rows both Raises tables share (each through both classes and both factories) ------
+
+
+@pytest.fixture(
+    params=[
+        (bounded_jit, BOUNDED),
+        (BoundedJit, BOUNDED),
+        (batched_jit, BATCHED),
+        (BatchedJit, BATCHED),
+    ],
+    ids=["bounded_jit", "BoundedJit", "batched_jit", "BatchedJit"],
+)
+def make_either(request):
+    """A builder of either class, and the API name its messages start with."""
+    return request.param
+
+
+class TestSharedRaisesRows:
+    @pytest.mark.parametrize("value", NOT_CALLABLE)
+    def test_raises_type_error_when_function_is_not_callable(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, value, max_traces=1)
+        assert_rejected(error, TypeError, api, "function", value, "callable")
+
+    @pytest.mark.parametrize("value", NOT_INTEGER)
+    def test_raises_type_error_when_max_traces_is_not_an_integer(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=value)
+        assert_rejected(error, TypeError, api, "max_traces", value, "an int")
+
+    @pytest.mark.parametrize("value", BOOLEANS)
+    def test_raises_type_error_when_max_traces_is_a_bool(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=value)
+        assert_rejected(error, TypeError, api, "max_traces", value, "bool")
+
+    @pytest.mark.parametrize("value", NEGATIVE)
+    def test_raises_value_error_when_max_traces_is_negative(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=value)
+        assert_rejected(error, ValueError, api, "max_traces", value, "non-negative")
+
+    @pytest.mark.parametrize("build", NOT_A_MESH)
+    def test_raises_type_error_when_mesh_is_not_a_mesh(self, make_either, build):
+        make, api = make_either
+        value = build()
+        error = raised_by(make, step, max_traces=1, mesh=value)
+        assert_rejected(error, TypeError, api, "mesh", value, "jax.sharding.Mesh or None")
+
+    def test_raises_value_error_when_mesh_is_empty(self, make_either):
+        make, api = make_either
+        value = make_empty_mesh()
+        error = raised_by(make, step, max_traces=1, mesh=value)
+        assert_rejected(error, ValueError, api, "mesh", value, "non-empty")
+
+
 # --- the Raises table of bounded_jit --------------------------------------------------------
 
 
 class TestBoundedJitRaisesTable:
-    @pytest.mark.parametrize("value", NOT_CALLABLE)
-    def test_raises_type_error_when_function_is_not_callable(self, make_bounded, value):
-        error = raised_by(make_bounded, value, max_traces=1)
-        assert_rejected(error, TypeError, BOUNDED, "function", value, "callable")
-
-    @pytest.mark.parametrize("value", NOT_INTEGER)
-    def test_raises_type_error_when_max_traces_is_not_an_integer(self, make_bounded, value):
-        error = raised_by(make_bounded, step, max_traces=value)
-        assert_rejected(error, TypeError, BOUNDED, "max_traces", value, "an int")
-
-    @pytest.mark.parametrize("value", BOOLEANS)
-    def test_raises_type_error_when_max_traces_is_a_bool(self, make_bounded, value):
-        error = raised_by(make_bounded, step, max_traces=value)
-        assert_rejected(error, TypeError, BOUNDED, "max_traces", value, "bool")
-
-    @pytest.mark.parametrize("value", NEGATIVE)
-    def test_raises_value_error_when_max_traces_is_negative(self, make_bounded, value):
-        error = raised_by(make_bounded, step, max_traces=value)
-        assert_rejected(error, ValueError, BOUNDED, "max_traces", value, "non-negative")
-
     @pytest.mark.parametrize("argument", ARGNAMES)
     @pytest.mark.parametrize("build", NOT_A_SEQUENCE)
     def test_raises_type_error_when_argnames_is_not_a_sequence(self, make_bounded, argument, build):
@@ -281,27 +318,11 @@ class TestBoundedJitRaisesTable:
         assert "static_argnames" in message and "donate_argnames" in message, message
         assert "'x'" in message and "overlap" in message, message
 
-    @pytest.mark.parametrize("build", NOT_A_MESH)
-    def test_raises_type_error_when_mesh_is_not_a_mesh(self, make_bounded, build):
-        value = build()
-        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
-        assert_rejected(error, TypeError, BOUNDED, "mesh", value, "jax.sharding.Mesh or None")
-
-    def test_raises_value_error_when_mesh_is_empty(self, make_bounded):
-        value = make_empty_mesh()
-        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
-        assert_rejected(error, ValueError, BOUNDED, "mesh", value, "non-empty")
-
 
 # --- the Raises table of batched_jit --------------------------------------------------------
 
 
 class TestBatchedJitRaisesTable:
-    @pytest.mark.parametrize("value", NOT_CALLABLE)
-    def test_raises_type_error_when_function_is_not_callable(self, make_batched, value):
-        error = raised_by(make_batched, value, max_traces=1)
-        assert_rejected(error, TypeError, BATCHED, "function", value, "callable")
-
     @pytest.mark.parametrize("value", [p for p in NOT_INTEGER if p.values[0] is not None])
     def test_raises_type_error_when_axis_size_is_not_an_integer(self, make_batched, value):
         error = raised_by(make_batched, step, max_traces=1, axis_size=value)
@@ -324,32 +345,6 @@ class TestBatchedJitRaisesTable:
     def test_raises_value_error_when_axis_size_is_not_positive(self, make_batched, value):
         error = raised_by(make_batched, step, max_traces=1, axis_size=value)
         assert_rejected(error, ValueError, BATCHED, "axis_size", value, "positive")
-
-    @pytest.mark.parametrize("value", NOT_INTEGER)
-    def test_raises_type_error_when_max_traces_is_not_an_integer(self, make_batched, value):
-        error = raised_by(make_batched, step, max_traces=value)
-        assert_rejected(error, TypeError, BATCHED, "max_traces", value, "an int")
-
-    @pytest.mark.parametrize("value", BOOLEANS)
-    def test_raises_type_error_when_max_traces_is_a_bool(self, make_batched, value):
-        error = raised_by(make_batched, step, max_traces=value)
-        assert_rejected(error, TypeError, BATCHED, "max_traces", value, "bool")
-
-    @pytest.mark.parametrize("value", NEGATIVE)
-    def test_raises_value_error_when_max_traces_is_negative(self, make_batched, value):
-        error = raised_by(make_batched, step, max_traces=value)
-        assert_rejected(error, ValueError, BATCHED, "max_traces", value, "non-negative")
-
-    @pytest.mark.parametrize("build", NOT_A_MESH)
-    def test_raises_type_error_when_mesh_is_not_a_mesh(self, make_batched, build):
-        value = build()
-        error = raised_by(make_batched, step, max_traces=1, mesh=value)
-        assert_rejected(error, TypeError, BATCHED, "mesh", value, "jax.sharding.Mesh or None")
-
-    def test_raises_value_error_when_mesh_is_empty(self, make_batched):
-        value = make_empty_mesh()
-        error = raised_by(make_batched, step, max_traces=1, mesh=value)
-        assert_rejected(error, ValueError, BATCHED, "mesh", value, "non-empty")
 
 
 # --- integers: NumPy yes, booleans never ---------------------------------------------------
@@ -501,41 +496,27 @@ class TestArgnamesAgainstSignature:
 
 
 class TestMesh:
-    def test_bounded_mesh_is_none_when_not_given(self, make_bounded):
-        assert make_bounded(step, max_traces=1).mesh is None
-
-    def test_batched_mesh_is_none_when_not_given(self, make_batched):
-        assert make_batched(step, max_traces=1).mesh is None
+    def test_mesh_is_none_when_not_given(self, make_either):
+        make, _ = make_either
+        assert make(step, max_traces=1).mesh is None
 
     @pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit], ids=["Auto", "Explicit"])
-    def test_bounded_mesh_is_kept_when_given_a_concrete_mesh(self, make_bounded, kind):
+    def test_mesh_is_kept_when_given_a_concrete_mesh(self, make_either, kind):
+        make, _ = make_either
         mesh = make_mesh(kind)
-        assert make_bounded(step, max_traces=1, mesh=mesh).mesh is mesh
+        assert make(step, max_traces=1, mesh=mesh).mesh is mesh
 
-    @pytest.mark.parametrize("kind", [AxisType.Auto, AxisType.Explicit], ids=["Auto", "Explicit"])
-    def test_batched_mesh_is_kept_when_given_a_concrete_mesh(self, make_batched, kind):
-        mesh = make_mesh(kind)
-        assert make_batched(step, max_traces=1, mesh=mesh).mesh is mesh
-
-    def test_bounded_raises_type_error_when_mesh_is_abstract(self, make_bounded, mesh8):
+    def test_raises_type_error_when_mesh_is_abstract(self, make_either, mesh8):
+        make, api = make_either
         value = mesh8.abstract_mesh
-        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
-        assert_rejected(error, TypeError, BOUNDED, "mesh", value, "jax.sharding.Mesh or None")
+        error = raised_by(make, step, max_traces=1, mesh=value)
+        assert_rejected(error, TypeError, api, "mesh", value, "jax.sharding.Mesh or None")
 
-    def test_batched_raises_type_error_when_mesh_is_abstract(self, make_batched, mesh8):
-        value = mesh8.abstract_mesh
-        error = raised_by(make_batched, step, max_traces=1, mesh=value)
-        assert_rejected(error, TypeError, BATCHED, "mesh", value, "jax.sharding.Mesh or None")
-
-    def test_bounded_raises_value_error_when_mesh_has_a_manual_axis(self, make_bounded):
+    def test_raises_value_error_when_mesh_has_a_manual_axis(self, make_either):
+        make, api = make_either
         value = make_mesh(AxisType.Manual)
-        error = raised_by(make_bounded, step, max_traces=1, mesh=value)
-        assert_rejected(error, ValueError, BOUNDED, "mesh", value, "Manual")
-
-    def test_batched_raises_value_error_when_mesh_has_a_manual_axis(self, make_batched):
-        value = make_mesh(AxisType.Manual)
-        error = raised_by(make_batched, step, max_traces=1, mesh=value)
-        assert_rejected(error, ValueError, BATCHED, "mesh", value, "Manual")
+        error = raised_by(make, step, max_traces=1, mesh=value)
+        assert_rejected(error, ValueError, api, "mesh", value, "Manual")
 
 
 # --- hostile inputs: only TypeError/ValueError may escape -----------------------------------
