@@ -4,6 +4,7 @@ Run with:  python examples/quickstart.py
 """
 
 import os
+from textwrap import indent
 
 # 8 CPU devices for the mesh in part (c); must be set before JAX is imported.
 # Runs on CPU unless JAX_PLATFORMS is already set.
@@ -48,13 +49,18 @@ print("  traces_used:", train_step.traces_used)
 print("  repr:", repr(train_step))
 
 print("\n(b) An accidental retrace: the last, partial batch has 10 examples, not 16")
+partial = make_batch(keys[5], 10)
+print("  Before calling, explain() says what the call would do, without tracing:")
+print(indent(str(train_step.explain(params, partial)), "    "))
+print("  Calling it anyway raises:")
 try:
-    train_step(params, make_batch(keys[5], 10))
+    train_step(params, partial)
 except TraceBudgetError as error:
-    print("  TraceBudgetError:", str(error).replace("\n", "\n  "))
+    print(indent(f"TraceBudgetError: {error}", "    "))
 else:
     raise SystemExit("expected a TraceBudgetError for the partial batch")
-print("  traced_signatures:", train_step.traced_signatures)
+print("  The history of traces, as a debugger shows train_step.traced_signatures:")
+print(indent(str(train_step.traced_signatures), "    "))
 params = train_step(params, make_batch(keys[4], 16))  # traced before: still runs, from cache
 print("  another 16-example step ran; traces_used is still", train_step.traces_used)
 

@@ -1,9 +1,11 @@
-"""What the budget error says: function, location, budget, and what changed."""
+"""What the budget error says: function, location, budget, each difference and its fix."""
 
 import inspect
 
+import jax
 import jax.numpy as jnp
 import pytest
+from jax.sharding import PartitionSpec
 
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
 
@@ -13,6 +15,7 @@ def train_step(params, image_batch, mode="train"):
 
 
 LINE = inspect.getsourcelines(train_step)[1]
+PARAMS = {"w": jnp.ones(3)}
 
 
 def refusal(obj, *calls):
@@ -25,22 +28,22 @@ def refusal(obj, *calls):
     return info.value
 
 
-PARAMS = {"w": jnp.ones(3)}
+def lines(error):
+    return str(error).splitlines()
 
 
 class TestHeadline:
-    def test_names_function_location_and_budget(self):
+    def test_names_function_location_budget_and_traces_used(self):
         error = refusal(
             bounded_jit(train_step, max_traces=1),
             ((PARAMS, jnp.ones((8, 3))), {}),
             ((PARAMS, jnp.ones((16, 3))), {}),
         )
-        first = str(error).splitlines()[0]
-        assert first == (
+        assert lines(error)[0] == (
             f"train_step (tests/test_messages.py:{LINE}) exceeded its trace budget: "
-            "max_traces=1, this call would be trace 2."
+            "max_traces=1, traces_used=1; this call would be trace 2."
         )
-        assert (error.function_name, error.max_traces) == ("train_step", 1)
+        assert (error.function_name, error.max_traces, error.traces_used) == ("train_step", 1, 1)
         assert error.location == f"tests/test_messages.py:{LINE}"
 
     def test_zero_budget_shows_the_refused_call(self):
@@ -54,49 +57,157 @@ class TestHeadline:
         assert issubclass(TraceBudgetError, AssertionError)
 
 
-class TestDifferences:
+def assert_reports(error, line, kind, hint_start):
+    """The error lists exactly this difference line, and the fix for its kind once."""
+    text = lines(error)
+    assert f"  {line}" in text, str(error)
+    fixes = [entry for entry in text if entry.startswith(f"  {kind}: ")]
+    assert len(fixes) == 1 and fixes[0].startswith(f"  {kind}: {hint_start}"), str(error)
+    assert text.index("How to fix:") < text.index(fixes[0])
+
+
+class TestOneDifferenceOfEachKind:
+    """One test per kind of change: the exact line, and its fix under "How to fix:"."""
+
+    def test_shape(self):
+        error = refusal(
+            bounded_jit(lambda x: x, max_traces=1),
+            ((jnp.ones((8, 3)),), {}),
+            ((jnp.ones((16, 3)),), {}),
+        )
+        assert_reports(error, "x: f32[8,3] -> f32[16,3] (shape)", "shape", "every new shape is")
+
+    def test_dtype(self):
+        error = refusal(
+            bounded_jit(train_step, max_traces=1),
+            ((PARAMS, jnp.ones((8, 3))), {}),
+            ((PARAMS, jnp.ones((8, 3), jnp.int32)), {}),
+        )
+        line = "image_batch: f32[8,3] -> i32[8,3] (dtype)"
+        assert_reports(error, line, "dtype", "cast inputs to one dtype")
+
+    @pytest.mark.parametrize(
+        ("before", "after", "line"),
+        [
+            (0.1, jnp.float32(0.1), "weak-typed f32[] -> f32[] (weak type: a Python float became"),
+            (jnp.float32(0.1), 0.1, "f32[] -> weak-typed f32[] (weak type: an array became a Py"),
+            (3, jnp.int32(3), "weak-typed i32[] -> i32[] (weak type: a Python int became an a"),
+        ],
+    )
+    def test_weak_type(self, before, after, line):
+        error = refusal(
+            bounded_jit(lambda x, lr: x * lr, max_traces=1),
+            ((jnp.ones(2), before), {}),
+            ((jnp.ones(2), after), {}),
+        )
+        [difference] = error.differences
+        assert str(difference).startswith(f"lr: {line}")
+        assert_reports(error, str(difference), "weak type", "make the scalar consistently")
+
+    def test_sharding(self, explicit_mesh8):
+        with jax.set_mesh(explicit_mesh8):
+            split = jax.device_put(jnp.ones((8, 3)), PartitionSpec("x"))
+            whole = jax.device_put(jnp.ones((8, 3)), PartitionSpec())
+            error = refusal(
+                bounded_jit(lambda x: x * 2, max_traces=1), ((split,), {}), ((whole,), {})
+            )
+        assert_reports(error, "x: f32[8@x,3] -> f32[8,3] (sharding)", "sharding", "give inputs one")
+        assert error.closest is not None
+        [leaf] = error.closest.leaves
+        assert leaf.sharding == "P('x', None)"
+
+    def test_static_value(self):
+        error = refusal(
+            bounded_jit(train_step, max_traces=1, static_argnames="mode"),
+            ((PARAMS, jnp.ones((8, 3))), {"mode": "train"}),
+            ((PARAMS, jnp.ones((8, 3))), {"mode": "eval"}),
+        )
+        line = "mode: 'train' -> 'eval' (static argument value)"
+        assert_reports(error, line, "static value", "every new value of a static argument")
+        assert "do not mark it static" in str(error)
+
+    def test_tree_structure(self):
+        error = refusal(
+            bounded_jit(lambda batch: batch[0], max_traces=1),
+            (((jnp.ones(2), jnp.ones(2)),), {}),
+            (((jnp.ones(2), jnp.ones(2), jnp.ones(2)),), {}),
+        )
+        line = "batch: tree structure changed: (*, *) -> (*, *, *)"
+        assert_reports(error, line, "tree structure", "keep the tree structure fixed")
+
+    def test_new_keyword_argument(self):
+        error = refusal(
+            bounded_jit(lambda x, scale=1.0: x * scale, max_traces=1),
+            ((jnp.ones(2),), {}),
+            ((jnp.ones(2),), {"scale": 2.0}),
+        )
+        line = "scale: (not passed) -> weak-typed f32[] (new argument)"
+        assert_reports(error, line, "new argument", "pass the same arguments on every call")
+
+    def test_argument_no_longer_passed(self):
+        error = refusal(
+            bounded_jit(lambda x, scale=1.0: x * scale, max_traces=1),
+            ((jnp.ones(2),), {"scale": 2.0}),
+            ((jnp.ones(2),), {}),
+        )
+        line = "scale: weak-typed f32[] -> (not passed) (not passed now)"
+        assert_reports(error, line, "missing argument", "pass the same arguments on every call")
+
+    def test_passed_by_keyword_instead_of_by_position(self):
+        error = refusal(
+            bounded_jit(lambda x, y: x + y, max_traces=1),
+            ((jnp.ones(2), jnp.ones(2)), {}),
+            ((jnp.ones(2),), {"y": jnp.ones(2)}),
+        )
+        line = "y: by position -> by keyword (passed differently)"
+        assert_reports(error, line, "passing", "pass each argument the same way")
+
+    def test_ambient_mesh(self, mesh8):
+        step = bounded_jit(lambda x: x * 2, max_traces=1)
+        step(jnp.ones(8))
+        with jax.set_mesh(mesh8), pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(8))
+        line = "ambient mesh: no mesh -> AbstractMesh('x': 8, axis_types=(Auto,)) (mesh)"
+        assert_reports(info.value, line, "mesh", "the ambient mesh is part of JAX's cache key")
+        assert len(info.value.differences) == 1  # leaves that differ only by mesh are not listed
+
+    def test_jax_config_option(self):
+        step = bounded_jit(lambda x: x @ x, max_traces=1)
+        step(jnp.ones((2, 2)))
+        with jax.default_matmul_precision("highest"), pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((2, 2)))
+        if not info.value.signature.config:  # JAX < 0.10 does not name its config options
+            assert "with no difference in the abstract signature" in str(info.value)
+            return
+        line = "jax config jax_default_matmul_precision: None -> 'highest' (config)"
+        assert_reports(info.value, line, "config", "a JAX config option in the trace cache key")
+
+    def test_several_kinds_on_one_leaf_share_a_line(self):
+        error = refusal(
+            bounded_jit(lambda x: x, max_traces=1),
+            ((jnp.ones((8, 3)),), {}),
+            ((jnp.ones((16, 3), jnp.int32),), {}),
+        )
+        assert "  x: f32[8,3] -> i32[16,3] (shape, dtype)" in lines(error)
+        assert error.differences[0].kinds == ("shape", "dtype")
+
+
+class TestWhichArgumentAndWhichTrace:
     def test_names_argument_by_parameter_when_passed_positionally(self):
         error = refusal(
             bounded_jit(train_step, max_traces=1),
             ((PARAMS, jnp.ones((8, 3))), {}),
             ((PARAMS, jnp.ones((16, 3))), {}),
         )
-        assert "  image_batch: f32[8,3] -> f32[16,3] (shape: " in str(error)
         assert [d.path for d in error.differences] == ["image_batch"]
 
-    def test_names_argument_by_parameter_when_passed_by_keyword(self):
+    def test_names_leaf_by_path_when_passed_by_keyword(self):
         error = refusal(
             bounded_jit(train_step, max_traces=1),
             ((), {"params": PARAMS, "image_batch": jnp.ones((8, 3))}),
             ((), {"params": {"w": jnp.ones(4)}, "image_batch": jnp.ones((8, 3))}),
         )
-        assert "  params['w']: f32[3] -> f32[4] (shape: " in str(error)
-
-    def test_reports_dtype_and_static_value(self):
-        error = refusal(
-            bounded_jit(train_step, max_traces=1, static_argnames="mode"),
-            ((PARAMS, jnp.ones((8, 3))), {"mode": "train"}),
-            ((PARAMS, jnp.ones((8, 3), jnp.int32)), {"mode": "eval"}),
-        )
-        text = str(error)
-        assert "  image_batch: f32[8,3] -> i32[8,3] (dtype: " in text
-        assert "  mode: 'train' -> 'eval' (static value: " in text
-
-    def test_reports_weak_type(self):
-        error = refusal(
-            bounded_jit(lambda x, lr: x * lr, max_traces=1),
-            ((jnp.ones(2), 0.1), {}),
-            ((jnp.ones(2), jnp.float32(0.1)), {}),
-        )
-        assert "  lr: weak-typed f32[] -> f32[] (weak type: " in str(error)
-
-    def test_reports_tree_structure(self):
-        error = refusal(
-            bounded_jit(train_step, max_traces=1),
-            ((PARAMS, jnp.ones((8, 3))), {}),
-            (({"w": jnp.ones(3), "b": jnp.ones(3)}, jnp.ones((8, 3))), {}),
-        )
-        assert "  params: {'w': *} -> {'b': *, 'w': *} (tree structure: " in str(error)
+        assert "  params['w']: f32[3] -> f32[4] (shape)" in lines(error)
 
     def test_batched_error_names_function_and_batched_shapes(self):
         error = refusal(
@@ -105,15 +216,51 @@ class TestDifferences:
             ((PARAMS, jnp.ones((5, 8, 3))), {}),
         )
         assert str(error).startswith("train_step (tests/test_messages.py:")
-        assert "  image_batch: f32[4,8,3] -> f32[5,8,3] (shape: " in str(error)
+        assert "  image_batch: f32[4,8,3] -> f32[5,8,3] (shape)" in lines(error)
 
-    def test_diff_is_against_closest_earlier_trace(self):
-        error = refusal(
-            bounded_jit(lambda a, b: a + b, max_traces=2),
-            ((jnp.ones(1), jnp.ones(1)), {}),
-            ((jnp.ones(5), jnp.ones(5)), {}),
-            ((jnp.ones(5), jnp.ones(1)), {}),
+    def test_diff_is_against_the_trace_with_fewest_differences(self):
+        step = bounded_jit(lambda a, b, c: a + b + c, max_traces=3)
+        step(jnp.ones(1), jnp.ones(1), jnp.ones(1))  # #1: 3 differences from the last call
+        step(jnp.ones(5), jnp.ones(5), jnp.ones(1))  # #2: 1 difference
+        step(jnp.ones(5), jnp.ones(1), jnp.ones(1))  # #3: 2 differences
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(5), jnp.ones(5), jnp.ones(5))
+        assert info.value.closest is not None and info.value.closest.number == 2
+        assert [d.path for d in info.value.differences] == ["c"]
+        assert "Closest earlier trace: #2 (1 difference):" in lines(info.value)
+
+    def test_ties_go_to_the_latest_trace(self):
+        step = bounded_jit(lambda a: a, max_traces=2)
+        step(jnp.ones(1))
+        step(jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(3))
+        assert info.value.closest is not None and info.value.closest.number == 2
+
+    def test_long_diffs_are_truncated_with_a_count(self):
+        step = bounded_jit(lambda tree: tree, max_traces=1)
+        step({f"k{i:02}": jnp.ones(1) for i in range(20)})
+        with pytest.raises(TraceBudgetError) as info:
+            step({f"k{i:02}": jnp.ones(2) for i in range(20)})
+        text = lines(info.value)
+        listed = [line for line in text if line.startswith("  tree['k")]
+        assert len(listed) == 12
+        assert "  ... and 8 more" in text
+        assert len(info.value.differences) == 20  # all of them on the error
+        assert (
+            text.count(
+                "  shape: every new shape is a new trace: pad or bucket inputs to a few "
+                "fixed shapes (pad or drop a last, partial batch)"
+            )
+            == 1
         )
-        assert error.closest is not None
-        assert len(error.differences) == 1
-        assert error.differences[0].path == "b"
+
+    def test_fix_for_each_kind_is_listed_once_in_order_of_appearance(self):
+        error = refusal(
+            bounded_jit(train_step, max_traces=1, static_argnames="mode"),
+            ((PARAMS, jnp.ones((8, 3))), {"mode": "train"}),
+            (({"w": jnp.ones(4)}, jnp.ones((9, 3), jnp.int32)), {"mode": "eval"}),
+        )
+        text = lines(error)
+        fixes = text[text.index("How to fix:") + 1 :]
+        assert [fix.split(":")[0].strip() for fix in fixes] == ["shape", "dtype", "static value"]

@@ -53,9 +53,14 @@ class TestIntrospection:
         obj(jnp.ones(3), jnp.ones(3), scale=2.0)
         history = obj.traced_signatures
         assert [s.number for s in history] == [1, 2]
+        assert str(history[1]) == "#2: x: f32[3], y: f32[3], scale: 2.0"
         assert str(history).splitlines() == [
-            "#1: x: f32[2], y: f32[2]",
-            "#2: x: f32[3], y: f32[3], scale: 2.0",
+            "  argument      #1      #2",
+            "* x             f32[2]  f32[3]",
+            "* y             f32[2]  f32[3]",
+            "* scale         -       2.0",
+            "* (by keyword)  -       scale",
+            "* marks a row that differs between traces",
         ]
 
     def test_traced_signatures_print_when_empty(self):

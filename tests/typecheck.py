@@ -11,7 +11,15 @@ from typing import assert_type
 
 import jax
 
-from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
+from tinax.jit import (
+    BatchedJit,
+    BoundedJit,
+    Difference,
+    Explanation,
+    TraceHistory,
+    batched_jit,
+    bounded_jit,
+)
 
 
 def step(x: jax.Array, n: int) -> tuple[jax.Array, int]:
@@ -39,3 +47,12 @@ def batched_keeps_return_type(x: jax.Array) -> None:
 def factories_reject_wrong_option_types(x: jax.Array) -> None:
     bounded_jit(step, max_traces="1")  # pyright: ignore[reportArgumentType]
     batched_jit(step, max_traces=1, axis_size="4")  # pyright: ignore[reportArgumentType]
+
+
+def diagnostics_are_typed(x: jax.Array) -> None:
+    wrapped = bounded_jit(step, max_traces=1)
+    explanation = wrapped.explain(x, 3)
+    assert_type(explanation, Explanation)
+    assert_type(explanation.retraces, bool)
+    assert_type(explanation.differences, tuple[Difference, ...])
+    assert_type(wrapped.traced_signatures, TraceHistory)

@@ -4,16 +4,18 @@ from tinax._src.batched import BatchedJit as BatchedJit
 from tinax._src.batched import batched_jit as batched_jit
 from tinax._src.bounded import BoundedJit as BoundedJit
 from tinax._src.bounded import bounded_jit as bounded_jit
-from tinax._src.budget import Difference as Difference
-from tinax._src.budget import Leaf as Leaf
-from tinax._src.budget import TracedSignature as TracedSignature
-from tinax._src.budget import TraceHistory as TraceHistory
+from tinax._src.budget import Explanation as Explanation
+from tinax._src.diff import Difference as Difference
 from tinax._src.errors import TraceBudgetError as TraceBudgetError
+from tinax._src.signature import Leaf as Leaf
+from tinax._src.signature import TracedSignature as TracedSignature
+from tinax._src.signature import TraceHistory as TraceHistory
 
 __all__ = [
     "BatchedJit",
     "BoundedJit",
     "Difference",
+    "Explanation",
     "Leaf",
     "TraceBudgetError",
     "TraceHistory",
@@ -24,5 +26,5 @@ __all__ = [
 
 for _public in (BatchedJit, BoundedJit, Difference, Leaf, TraceBudgetError, TraceHistory):
     _public.__module__ = __name__
-for _public in (TracedSignature, batched_jit, bounded_jit):
+for _public in (Explanation, TracedSignature, batched_jit, bounded_jit):
     _public.__module__ = __name__

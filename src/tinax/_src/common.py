@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from jax.sharding import Mesh
 
-from tinax._src import budget, meshes
+from tinax._src import budget, meshes, signature
 
 _COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
 
@@ -33,6 +33,8 @@ def build(
     ledger = budget.Ledger()
     jitted = jit(budget.counted(traced, ledger, max_traces, signature, static_argnames, function))
     setattr_(owner, "_ledger", ledger)
+    setattr_(owner, "_signature", signature)
+    setattr_(owner, "_static", static_argnames)
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
     for name in _COPIED:
@@ -48,6 +50,8 @@ class BudgetedMixin:
     """Introspection and forwarding shared by the two classes (no fields)."""
 
     _ledger: budget.Ledger
+    _signature: inspect.Signature | None
+    _static: tuple[str, ...]
     _jitted: Any
     _call: Callable[..., Any]
     function: Callable[..., Any]
@@ -61,10 +65,35 @@ class BudgetedMixin:
         return self._ledger.used
 
     @property
-    def traced_signatures(self) -> budget.TraceHistory:
-        """The abstract signature of each trace so far, oldest first; prints as a table."""
+    def traced_signatures(self) -> signature.TraceHistory:
+        """The abstract signature of each trace so far, oldest first; prints as a table
+        with one column per trace and one row per argument leaf."""
         with self._ledger.lock:
-            return budget.TraceHistory(self._ledger.history)
+            return signature.TraceHistory(self._ledger.history)
+
+    def explain(self, *args: Any, **kwargs: Any) -> budget.Explanation:
+        """Says whether a call with these arguments would reuse an earlier trace or
+        trace again, and why, without tracing or running anything.
+
+        The call's abstract signature (under the object's mesh, if set) is
+        compared with each earlier trace, as in the budget error. Static
+        arguments are compared by ``repr``, and JAX caches emptied by
+        `jax.clear_caches` are not seen: there the call traces although
+        ``explain`` found a match.
+
+        Args:
+            *args: Positional arguments, as they would be passed to the call.
+            **kwargs: Keyword arguments, as they would be passed to the call.
+
+        Returns:
+            An `Explanation`; ``print`` it for a readable report.
+        """
+        if self.mesh is None:
+            call = signature.record(self._signature, self._static, args, kwargs)
+        else:
+            with meshes.mesh_scope(self.mesh, type(self).__name__):
+                call = signature.record(self._signature, self._static, args, kwargs)
+        return budget.explain(self.function, self._ledger, self.max_traces, call)
 
     def _under_mesh(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         forward = getattr(self._jitted, method)

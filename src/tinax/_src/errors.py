@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tinax._src.budget import Difference, TracedSignature
+    from tinax._src.diff import Difference
+    from tinax._src.signature import TracedSignature
 
 
 class TraceBudgetError(AssertionError):
@@ -23,6 +24,7 @@ class TraceBudgetError(AssertionError):
         function_name: Qualified name of the wrapped function.
         location: ``file:line`` where the wrapped function is defined, if known.
         max_traces: The budget.
+        traces_used: Traces made before the refused call.
         signature: Abstract signature of the refused call.
         closest: The earlier trace that differs least from the refused call,
             or ``None`` when there was no earlier trace.
@@ -32,6 +34,7 @@ class TraceBudgetError(AssertionError):
     function_name: str
     location: str | None
     max_traces: int
+    traces_used: int
     signature: TracedSignature
     closest: TracedSignature | None
     differences: tuple[Difference, ...]
@@ -43,6 +46,7 @@ class TraceBudgetError(AssertionError):
         function_name: str,
         location: str | None,
         max_traces: int,
+        traces_used: int,
         signature: TracedSignature,
         closest: TracedSignature | None,
         differences: tuple[Difference, ...],
@@ -51,6 +55,7 @@ class TraceBudgetError(AssertionError):
         self.function_name = function_name
         self.location = location
         self.max_traces = max_traces
+        self.traces_used = traces_used
         self.signature = signature
         self.closest = closest
         self.differences = differences

@@ -64,3 +64,26 @@ def restore_mesh(previous: tuple[Any, Any]) -> None:
     config: Any = _jax_config
     config.abstract_mesh_context_manager.set_local(previous[0])
     config.device_context.set_local(previous[1])
+
+
+# JAX config options in the trace cache key that tinax reports elsewhere (the
+# mesh) or that change inside every transformation (the axis environment).
+_NOT_CONFIG = frozenset({"mesh_context_manager", "abstract_mesh_context_manager", "axis_env_state"})
+
+
+def trace_config() -> tuple[tuple[str, Any], ...]:
+    """``(name, value)`` of each JAX config option in the trace cache key.
+
+    JAX retraces when one of these changes (``jax.default_matmul_precision``,
+    ``jax.numpy_rank_promotion``, x64...). Empty on JAX versions that do not
+    name them (``trace_context_names`` is missing or raises there).
+    """
+    config: Any = _jax_config
+    try:
+        names = config.trace_context_names()
+    except Exception:
+        return ()
+    values = config.trace_context()
+    return tuple(
+        (name, value) for name, value in zip(names, values, strict=False) if name not in _NOT_CONFIG
+    )

@@ -1,0 +1,287 @@
+"""What one trace looked like: the abstract signature JAX's trace cache keys on.
+
+Recording runs once per trace and is kept to what the diff needs, taken
+cheaply: per argument, how it was passed, its tree structure, the key path and
+abstract value of each leaf (JAX's own objects, not text), the ambient mesh and
+the JAX config options in the trace cache key. Text for people (``Leaf``,
+``structures``) is built only when someone asks: an error, ``explain``, or the
+history printed in a debugger.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import jax
+from jax.core import Tracer
+from jax.sharding import AbstractMesh
+
+from tinax._src import private
+
+_STATIC_REPR_LIMIT = 60
+_NO_MESH: AbstractMesh = AbstractMesh((), ())
+
+
+@attrs.frozen
+class Leaf:
+    """One leaf of a traced call: an array's abstract value or a static value.
+
+    Attributes:
+        argument: Name of the parameter the leaf belongs to.
+        path: The leaf as a user would write it, e.g. ``params['dense']['w']``.
+        kind: ``"array"`` for a traced array, ``"static"`` for a static argument.
+        text: What JAX keys the trace on, e.g. ``f32[8,3]``, ``weak-typed f32[]``
+            or, for a static argument, its (truncated) ``repr``.
+        shape: Array shape (``None`` for static values).
+        dtype: Short dtype name such as ``f32`` (``None`` for static values).
+        weak_type: Whether the array is weakly typed (a Python scalar).
+        sharding: Partition spec of the array where its type carries one (a
+            mesh with Explicit axes), e.g. ``P('x', None)``; else ``None``.
+    """
+
+    argument: str
+    path: str
+    kind: str
+    text: str
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    weak_type: bool = False
+    sharding: str | None = None
+
+
+@attrs.frozen(eq=False)
+class Argument:
+    """One argument of a traced call, as recorded (JAX objects, no text yet)."""
+
+    name: str
+    keyword: bool
+    static: bool
+    treedef: Any  # None for a static argument
+    paths: tuple[Any, ...]  # key path per leaf
+    values: tuple[Any, ...]  # abstract value per leaf, or text for a non-array leaf
+
+
+@attrs.frozen(eq=False, slots=False, repr=False)  # slots=False: cached text properties
+class TracedSignature:
+    """The abstract signature of one trace: the key JAX's trace cache used.
+
+    Attributes:
+        number: 1-based trace number within the object (0 for a call that was
+            not traced: a refused one, or one given to ``explain``).
+        arguments: Argument names in call order.
+        keywords: Names of the arguments passed by keyword (JAX keys on how an
+            argument was passed, not only on its value).
+        structures: ``(argument, tree structure)`` per argument, in call order.
+        leaves: Every leaf of every argument.
+        mesh: The ambient abstract mesh during the trace (``"no mesh"`` if none).
+        config: ``(option, value)`` for each JAX config option in JAX's trace
+            cache key (empty on JAX versions that do not name them).
+    """
+
+    number: int
+    recorded: tuple[Argument, ...] = attrs.field(repr=False)
+    abstract_mesh: AbstractMesh = attrs.field(repr=False)
+    config_values: tuple[tuple[str, Any], ...] = attrs.field(repr=False)
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        return tuple(argument.name for argument in self.recorded)
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        return tuple(argument.name for argument in self.recorded if argument.keyword)
+
+    @functools.cached_property
+    def structures(self) -> tuple[tuple[str, str], ...]:
+        return tuple((argument.name, structure_text(argument)) for argument in self.recorded)
+
+    @functools.cached_property
+    def leaves(self) -> tuple[Leaf, ...]:
+        return tuple(leaf for argument in self.recorded for leaf in leaves_of(argument))
+
+    @property
+    def mesh(self) -> str:
+        return mesh_text(self.abstract_mesh)
+
+    @property
+    def config(self) -> tuple[tuple[str, str], ...]:
+        return tuple((name, repr(value)) for name, value in self.config_values)
+
+    def numbered(self, number: int) -> TracedSignature:
+        """This signature with another trace number."""
+        return TracedSignature(number, self.recorded, self.abstract_mesh, self.config_values)
+
+    def __repr__(self) -> str:
+        return f"<TracedSignature {self}>"
+
+    def __str__(self) -> str:
+        leaves = ", ".join(f"{leaf.path}: {leaf.text}" for leaf in self.leaves)
+        text = f"#{self.number}: {leaves or '(no arguments)'}"
+        if not self.abstract_mesh.empty:
+            text += f" under {self.mesh}"
+        return text
+
+
+# --- text, on demand -----------------------------------------------------------------------
+
+
+def mesh_text(mesh: AbstractMesh) -> str:
+    """A short, readable form of an abstract mesh (JAX's repr adds device details)."""
+    if mesh.empty:
+        return "no mesh"
+    axes = ", ".join(
+        f"{name!r}: {size}" for name, size in zip(mesh.axis_names, mesh.axis_sizes, strict=True)
+    )
+    types = ", ".join(_axis_type_name(axis_type) for axis_type in mesh.axis_types)
+    return f"AbstractMesh({axes}, axis_types=({types},))"
+
+
+def structure_text(argument: Argument) -> str:
+    if argument.static:
+        return "static"
+    text = str(argument.treedef)
+    if text.startswith("PyTreeDef(") and text.endswith(")"):
+        text = text[len("PyTreeDef(") : -1]
+    return text
+
+
+def leaves_of(argument: Argument) -> Iterator[Leaf]:
+    if argument.static:
+        yield Leaf(argument.name, argument.name, "static", argument.values[0])
+        return
+    tree_util: Any = jax.tree_util
+    keystr = tree_util.keystr
+    for path, value in zip(argument.paths, argument.values, strict=True):
+        text_path = argument.name + keystr(path)
+        if isinstance(value, str):  # a leaf that is not an array
+            yield Leaf(argument.name, text_path, "static", value)
+        else:
+            yield array_leaf(argument.name, text_path, value)
+
+
+def short_dtype(name: str) -> str:
+    for long, short in (("bfloat", "bf"), ("float", "f"), ("uint", "u"), ("int", "i")):
+        if name.startswith(long):
+            return short + name[len(long) :]
+    return name.replace("complex", "c")
+
+
+def array_leaf(argument: str, path: str, aval: Any) -> Leaf:
+    shape = tuple(int(d) for d in aval.shape)
+    sharding = getattr(aval, "sharding", None)
+    spec = None
+    if sharding is not None and _has_explicit_axis(sharding.mesh):
+        spec = str(sharding.spec)
+    text = aval.str_short(short_dtypes=True)
+    if aval.weak_type:
+        text = "weak-typed " + text
+    dtype = short_dtype(str(aval.dtype))
+    return Leaf(argument, path, "array", text, shape, dtype, bool(aval.weak_type), spec)
+
+
+def _axis_type_name(axis_type: Any) -> str:
+    return str(getattr(axis_type, "name", axis_type))
+
+
+def _has_explicit_axis(mesh: Any) -> bool:
+    types = getattr(mesh, "axis_types", ())
+    return any(_axis_type_name(axis_type) == "Explicit" for axis_type in types)
+
+
+def static_text(value: object) -> str:
+    """``repr(value)``, truncated; never raises."""
+    try:
+        text = repr(value)
+    except Exception:
+        text = object.__repr__(value)
+    if len(text) > _STATIC_REPR_LIMIT:
+        text = text[: _STATIC_REPR_LIMIT - 3] + "..."
+    return text
+
+
+# --- recording -----------------------------------------------------------------------------
+
+
+def _named_arguments(
+    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Iterator[tuple[str, bool, Any]]:
+    """``(parameter name, passed by keyword, value)`` per argument, in call order."""
+    if signature is not None:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            pass
+        else:
+            for name, value in bound.arguments.items():
+                kind = signature.parameters[name].kind
+                if kind is inspect.Parameter.VAR_KEYWORD:
+                    for key, item in value.items():
+                        yield key, True, item
+                else:
+                    yield (
+                        name,
+                        name in kwargs and kind is not inspect.Parameter.VAR_POSITIONAL,
+                        value,
+                    )
+            return
+    for index, value in enumerate(args):
+        yield f"args[{index}]", False, value
+    for key, value in kwargs.items():
+        yield key, True, value
+
+
+def _abstract(leaf: Any) -> Any:
+    """A leaf's abstract value: a tracer's own, else the one JAX would give it."""
+    if isinstance(leaf, Tracer):
+        return leaf.aval
+    try:
+        return jax.typeof(leaf)
+    except Exception:  # not an array: JAX would refuse it; keep its text
+        return static_text(leaf)
+
+
+def record(
+    signature: inspect.Signature | None,
+    static_argnames: tuple[str, ...],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> TracedSignature:
+    """Records the abstract signature of a call, traced or not. O(number of leaves).
+
+    Inside a trace the leaves are tracers and their abstract values are read
+    off; outside (``explain``) they are computed as JAX would for the call.
+    """
+    tree_util: Any = jax.tree_util
+    flatten = tree_util.tree_flatten_with_path
+    recorded: list[Argument] = []
+    for name, keyword, value in _named_arguments(signature, args, kwargs):
+        if name in static_argnames:
+            recorded.append(Argument(name, keyword, True, None, ((),), (static_text(value),)))
+            continue
+        flat, treedef = flatten(value)
+        paths = tuple(path for path, _ in flat)
+        values = tuple(_abstract(leaf) for _, leaf in flat)
+        recorded.append(Argument(name, keyword, False, treedef, paths, values))
+    mesh: AbstractMesh = jax.sharding.get_abstract_mesh()
+    return TracedSignature(0, tuple(recorded), mesh, private.trace_config())
+
+
+def unrecorded(error: Exception) -> TracedSignature:
+    """Stands in for a signature that could not be recorded (an exotic leaf)."""
+    argument = Argument("(unrecorded)", False, True, None, ((),), (type(error).__name__,))
+    return TracedSignature(0, (argument,), _NO_MESH, ())
+
+
+class TraceHistory(tuple[TracedSignature, ...]):
+    """The traced signatures of an object, oldest first; prints as a table."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        from tinax._src.diff import history_table
+
+        return history_table(self)

@@ -1,0 +1,269 @@
+"""Retrace diagnostics: explain, the history table, and the diff as a property of JAX."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinax.jit import Explanation, TraceBudgetError, batched_jit, bounded_jit
+
+
+def counting(function):
+    """``function`` plus a list that grows by one each time it runs."""
+    runs = []
+
+    def run(*args, **kwargs):
+        runs.append(1)
+        return function(*args, **kwargs)
+
+    return run, runs
+
+
+class TestExplain:
+    def test_matching_call_reuses_a_trace(self):
+        step = bounded_jit(lambda x, lr: x * lr, max_traces=2)
+        step(jnp.ones(3), 0.1)
+        explanation = step.explain(jnp.zeros(3), 0.5)
+        assert isinstance(explanation, Explanation)
+        assert not explanation.retraces and not explanation.exceeds_budget
+        assert explanation.reuses is not None and explanation.reuses.number == 1
+        assert str(explanation).endswith(
+            "this call would reuse trace #1; max_traces=2, traces_used=1."
+        )
+
+    def test_new_signature_within_budget_traces_again_and_says_why(self):
+        step = bounded_jit(lambda x, lr: x * lr, max_traces=2)
+        step(jnp.ones(3), 0.1)
+        explanation = step.explain(jnp.ones(3), jnp.float32(0.1))
+        assert explanation.retraces and not explanation.exceeds_budget
+        text = str(explanation).splitlines()
+        assert text[0].endswith(
+            "this call would trace again: max_traces=2, traces_used=1; it would be trace 2."
+        )
+        assert "  lr: weak-typed f32[] -> f32[] (weak type: a Python float became an array)" in text
+
+    def test_over_budget_says_so_and_matches_the_error(self):
+        step = bounded_jit(lambda x: x, max_traces=1)
+        step(jnp.ones(3))
+        explanation = step.explain(jnp.ones(4))
+        assert explanation.retraces and explanation.exceeds_budget
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(4))
+        assert explanation.differences == info.value.differences
+        assert str(explanation).splitlines()[1:] == str(info.value).splitlines()[2:]
+
+    def test_explain_neither_traces_nor_runs(self):
+        function, runs = counting(lambda x: x + 1)
+        step = bounded_jit(function, max_traces=1)
+        explanation = step.explain(jnp.ones(3))
+        assert explanation.retraces and explanation.closest is None
+        assert "No earlier trace to compare with." in str(explanation)
+        assert (runs, step.traces_used) == ([], 0)
+
+    def test_static_arguments_are_compared_by_value(self):
+        step = bounded_jit(lambda x, mode: x, max_traces=2, static_argnames="mode")
+        step(jnp.ones(1), mode="train")
+        assert not step.explain(jnp.ones(1), mode="train").retraces
+        explanation = step.explain(jnp.ones(1), mode="eval")
+        assert [str(d) for d in explanation.differences] == [
+            "mode: 'train' -> 'eval' (static argument value)"
+        ]
+
+    def test_batched_object_explains_its_batched_call(self):
+        losses = batched_jit(lambda w, x: w * x, in_axes=(None, 0), max_traces=1)
+        losses(jnp.ones(3), jnp.ones((8, 3)))
+        assert not losses.explain(jnp.ones(3), jnp.ones((8, 3))).retraces
+        explanation = losses.explain(jnp.ones(3), jnp.ones((9, 3)))
+        assert [str(d) for d in explanation.differences] == ["x: f32[8,3] -> f32[9,3] (shape)"]
+
+    def test_mesh_bound_object_explains_under_its_mesh(self, mesh8):
+        step = bounded_jit(lambda x: x * 2, max_traces=1, mesh=mesh8)
+        step(jnp.ones(8))
+        assert not step.explain(jnp.ones(8)).retraces
+
+    def test_unbound_object_explains_under_the_ambient_mesh(self, mesh8):
+        step = bounded_jit(lambda x: x * 2, max_traces=2)
+        step(jnp.ones(8))
+        with jax.set_mesh(mesh8):
+            explanation = step.explain(jnp.ones(8))
+            assert explanation.retraces
+            assert [d.kinds for d in explanation.differences] == [("mesh",)]
+            step(jnp.ones(8))
+            assert not step.explain(jnp.ones(8)).retraces
+        assert step.traces_used == 2
+
+    def test_numpy_and_python_inputs_are_abstracted_as_jax_does(self):
+        step = bounded_jit(lambda x, n: x * n, max_traces=3)
+        step(np.ones(3), 2)  # f64 numpy becomes f32; a Python int is weakly typed i32
+        assert not step.explain(jnp.ones(3), 5).retraces
+        assert step.explain(jnp.ones(3), jnp.int32(5)).retraces
+
+
+class TestHistoryTable:
+    def test_one_column_per_trace_and_a_mark_on_rows_that_differ(self):
+        step = bounded_jit(lambda params, x: x, max_traces=2)
+        step({"w": jnp.ones(3)}, jnp.ones((8, 3)))
+        step({"w": jnp.ones(3)}, jnp.ones((16, 3)))
+        assert str(step.traced_signatures).splitlines() == [
+            "  argument     #1        #2",
+            "  params['w']  f32[3]    f32[3]",
+            "* x            f32[8,3]  f32[16,3]",
+            "* marks a row that differs between traces",
+        ]
+
+    def test_mesh_row_appears_when_a_trace_ran_under_a_mesh(self, mesh8):
+        step = bounded_jit(lambda x: x, max_traces=1, mesh=mesh8)
+        step(jnp.ones(8))
+        assert str(step.traced_signatures).splitlines() == [
+            "argument  #1",
+            "x         f32[8]",
+            "(mesh)    AbstractMesh('x': 8, axis_types=(Auto,))",
+        ]
+
+    def test_wide_trees_show_only_rows_that_differ(self):
+        step = bounded_jit(lambda tree: tree, max_traces=2)
+        step([jnp.ones(1)] * 50)
+        step([jnp.ones(1)] * 49 + [jnp.ones(2)])
+        assert str(step.traced_signatures).splitlines() == [
+            "  argument  #1      #2",
+            "* tree[49]  f32[1]  f32[2]",
+            "... and 49 rows the same in every trace",
+            "* marks a row that differs between traces",
+        ]
+
+    def test_signature_fields_for_a_debugger(self):
+        step = bounded_jit(lambda params, lr: params, max_traces=1)
+        step({"dense": {"w": jnp.ones((2, 3))}}, lr=0.1)
+        [signature] = step.traced_signatures
+        assert signature.arguments == ("params", "lr") and signature.keywords == ("lr",)
+        assert signature.structures == (("params", "{'dense': {'w': *}}"), ("lr", "*"))
+        w, lr = signature.leaves
+        assert (w.path, w.shape, w.dtype, w.weak_type) == (
+            "params['dense']['w']",
+            (2, 3),
+            "f32",
+            False,
+        )
+        assert (lr.path, lr.text, lr.weak_type) == ("lr", "weak-typed f32[]", True)
+        assert signature.mesh == "no mesh"
+
+
+# --- the diff as a property: JAX retraces exactly when the diff is non-empty ---------------
+
+LEAF_KINDS = ("f32", "i32", "bf16", "bool", "python float", "python int")
+DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bf16": jnp.bfloat16, "bool": jnp.bool_}
+
+leaf_specs = st.tuples(
+    st.sampled_from(LEAF_KINDS), st.lists(st.integers(1, 3), max_size=2).map(tuple)
+)
+
+
+def normalize(spec):
+    """Python scalars have no shape."""
+    kind, shape = spec
+    return (kind, ()) if kind.startswith("python") else (kind, shape)
+
+
+def build(spec):
+    kind, shape = spec
+    if kind == "python float":
+        return 1.5
+    if kind == "python int":
+        return 3
+    return jnp.zeros(shape, DTYPES[kind])
+
+
+def expected_aval(spec):
+    """The abstract value JAX keys on, worked out without JAX: (shape, dtype, weak)."""
+    kind, shape = spec
+    if kind == "python float":
+        return ((), "f32", True)
+    if kind == "python int":
+        return ((), "i32", True)
+    return (shape, kind, False)
+
+
+@st.composite
+def argument_trees(draw):
+    """An argument: a dict or a list of leaf specs (up to 16, to reach truncation)."""
+    specs = draw(st.lists(st.builds(normalize, leaf_specs), min_size=1, max_size=16))
+    if draw(st.booleans()):
+        return {f"k{i:02}": spec for i, spec in enumerate(specs)}
+    return list(specs)
+
+
+@st.composite
+def mutated(draw, tree):
+    """``tree`` with each leaf kept or redrawn, and sometimes one entry more or fewer."""
+    items = list(tree.items()) if isinstance(tree, dict) else list(enumerate(tree))
+    new = [
+        (key, spec if draw(st.booleans()) else draw(st.builds(normalize, leaf_specs)))
+        for key, spec in items
+    ]
+    change = draw(st.sampled_from(["same", "same", "same", "grow", "shrink"]))
+    if change == "grow":
+        new.append((f"k{len(new):02}" if isinstance(tree, dict) else len(new), new[0][1]))
+    elif change == "shrink" and len(new) > 1:
+        new.pop()
+    return dict(new) if isinstance(tree, dict) else [spec for _, spec in new]
+
+
+def materialize(tree):
+    return jax.tree.map(build, tree, is_leaf=lambda node: isinstance(node, tuple))
+
+
+def expected_paths(name, before, after):
+    """Paths the diff must report for one argument, computed from the specs alone."""
+    if isinstance(before, dict) != isinstance(after, dict) or len(before) != len(after):
+        return [name]
+    if isinstance(before, dict) and list(before) != list(after):
+        return [name]
+    keys = list(before) if isinstance(before, dict) else list(range(len(before)))
+    return [
+        f"{name}[{key!r}]"
+        for key in keys
+        if expected_aval(before[key]) != expected_aval(after[key])
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_diff_is_empty_exactly_when_the_abstract_signatures_are_equal(data):
+    first = {"a": data.draw(argument_trees()), "b": data.draw(argument_trees())}
+    second = {name: data.draw(mutated(tree)) for name, tree in first.items()}
+    expected = [path for name in first for path in expected_paths(name, first[name], second[name])]
+
+    step = bounded_jit(lambda a, b: jnp.zeros(()), max_traces=1)
+    step.trace(*map(materialize, first.values()))
+    explanation = step.explain(*map(materialize, second.values()))
+    assert [d.path for d in explanation.differences] == expected
+    assert explanation.retraces == bool(expected)
+    if not expected:
+        step.trace(*map(materialize, second.values()))  # JAX agrees: no new trace
+        assert step.traces_used == 1
+        return
+    with pytest.raises(TraceBudgetError) as info:  # JAX agrees: a new trace
+        step.trace(*map(materialize, second.values()))
+    assert [d.path for d in info.value.differences] == expected
+    listed = [line for line in str(info.value).splitlines() if line.startswith(("  a", "  b"))]
+    assert [line.split(":")[0].strip() for line in listed] == expected[:12]
+    if len(expected) > 12:
+        assert f"  ... and {len(expected) - 12} more" in str(info.value)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    calls=st.lists(st.tuples(st.sampled_from(LEAF_KINDS), st.booleans()), min_size=1, max_size=6)
+)
+def test_explain_predicts_every_call(calls):
+    """Before each call, ``explain`` says whether it will trace; the count agrees."""
+    step = bounded_jit(lambda x, y=None: x, max_traces=len(calls))
+    for kind, by_keyword in calls:
+        x = build(normalize((kind, (2,))))
+        args, kwargs = ((), {"x": x}) if by_keyword else ((x,), {})
+        before = step.traces_used
+        retraces = step.explain(*args, **kwargs).retraces
+        step(*args, **kwargs)
+        assert step.traces_used == before + retraces
