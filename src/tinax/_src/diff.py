@@ -33,8 +33,8 @@ _HINTS = {
     "shape": "every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
     "(pad or drop a last, partial batch)",
     "dtype": "cast inputs to one dtype before the call",
-    "weak type": "make the scalar consistently an array (jnp.asarray) "
-    "or consistently a Python number",
+    "weak type": "pass the scalar the same way on every call: always a Python number, "
+    "or always an array of one dtype (jnp.float32(lr), not jnp.asarray(lr))",
     "sharding": "give inputs one sharding before the call (jax.device_put or jax.sharding.reshard)",
     "type": "pass inputs of one abstract type (memory space, varying manual axes)",
     "static value": "every new value of a static argument is a new trace: keep it fixed, "
