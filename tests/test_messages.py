@@ -102,7 +102,7 @@ class TestOneDifferenceOfEachKind:
         )
         [difference] = error.differences
         assert str(difference).startswith(f"lr: {line}")
-        assert_reports(error, str(difference), "weak type", "pass the scalar the same way on every call")
+        assert_reports(error, str(difference), "weak type", "pass the scalar the same way")
 
     def test_sharding(self, explicit_mesh8):
         with jax.set_mesh(explicit_mesh8):
