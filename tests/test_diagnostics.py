@@ -85,13 +85,14 @@ class TestExplain:
 
     def test_unbound_object_explains_under_the_ambient_mesh(self, mesh8):
         step = bounded_jit(lambda x: x * 2, max_traces=2)
-        step(jnp.ones(8))
+        x = jnp.ones(8)  # made outside the mesh: on one device either way
+        step(x)
         with jax.set_mesh(mesh8):
-            explanation = step.explain(jnp.ones(8))
+            explanation = step.explain(x)
             assert explanation.retraces
             assert [d.kinds for d in explanation.differences] == [("mesh",)]
-            step(jnp.ones(8))
-            assert not step.explain(jnp.ones(8)).retraces
+            step(x)
+            assert not step.explain(x).retraces
         assert step.traces_used == 2
 
     def test_numpy_and_python_inputs_are_abstracted_as_jax_does(self):
@@ -267,3 +268,16 @@ def test_explain_predicts_every_call(calls):
         retraces = step.explain(*args, **kwargs).retraces
         step(*args, **kwargs)
         assert step.traces_used == before + retraces
+
+
+def test_history_table_shows_the_mesh_an_auto_placed_array_lives_on(mesh8):
+    step = bounded_jit(lambda x: x, max_traces=2)
+    step(jnp.ones(8))
+    step(
+        jax.device_put(
+            jnp.ones(8), jax.sharding.NamedSharding(mesh8, jax.sharding.PartitionSpec("x"))
+        )
+    )
+    assert str(step.traced_signatures).splitlines()[1] == (
+        "* x         f32[8]  f32[8] on AbstractMesh('x': 8, axis_types=(Auto,))"
+    )

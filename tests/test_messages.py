@@ -164,9 +164,10 @@ class TestOneDifferenceOfEachKind:
 
     def test_ambient_mesh(self, mesh8):
         step = bounded_jit(lambda x: x * 2, max_traces=1)
-        step(jnp.ones(8))
+        x = jnp.ones(8)  # made outside the mesh: on one device either way
+        step(x)
         with jax.set_mesh(mesh8), pytest.raises(TraceBudgetError) as info:
-            step(jnp.ones(8))
+            step(x)
         line = "ambient mesh: no mesh -> AbstractMesh('x': 8, axis_types=(Auto,)) (mesh)"
         assert_reports(info.value, line, "mesh", "the ambient mesh is part of JAX's cache key")
         assert len(info.value.differences) == 1  # leaves that differ only by mesh are not listed
@@ -264,3 +265,13 @@ class TestWhichArgumentAndWhichTrace:
         text = lines(error)
         fixes = text[text.index("How to fix:") + 1 :]
         assert [fix.split(":")[0].strip() for fix in fixes] == ["shape", "dtype", "static value"]
+
+
+def test_auto_mesh_placement_is_a_sharding_difference(mesh8):
+    """On an Auto mesh the type prints alike (f32[8]) but carries the mesh: say where."""
+    placed = jax.device_put(jnp.ones(8), jax.sharding.NamedSharding(mesh8, PartitionSpec("x")))
+    error = refusal(
+        bounded_jit(lambda x: x * 2, max_traces=1), ((placed,), {}), ((jnp.ones(8),), {})
+    )
+    line = "x: f32[8] -> f32[8] (sharding: AbstractMesh('x': 8, axis_types=(Auto,)) -> no mesh)"
+    assert_reports(error, line, "sharding", "give inputs one sharding")

@@ -91,6 +91,12 @@ def _python_scalar(dtype: str | None) -> str:
     return "float"
 
 
+def _placement(leaf: Leaf) -> str:
+    if leaf.mesh is None:
+        return "no mesh"
+    return leaf.mesh if leaf.sharding is None else f"{leaf.sharding} on {leaf.mesh}"
+
+
 def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
     if old.kind == "static" or new.kind == "static":
         if old.kind == new.kind and old.text == new.text:
@@ -102,7 +108,7 @@ def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
         ("shape", old.shape != new.shape),
         ("dtype", old.dtype != new.dtype),
         ("weak type", old.weak_type != new.weak_type),
-        ("sharding", old.sharding != new.sharding),
+        ("sharding", (old.sharding, old.mesh) != (new.sharding, new.mesh)),
     ):
         if changed:
             kinds.append(kind)
@@ -115,6 +121,8 @@ def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
             else f"an array became a Python {scalar}"
         )
         details[kinds.index("weak type")] = f"weak type: {became}"
+    if "sharding" in kinds and old.text == new.text:  # the types print alike: say where
+        details[kinds.index("sharding")] = f"sharding: {_placement(old)} -> {_placement(new)}"
     if not kinds:
         if old.text == new.text:
             return None
@@ -253,7 +261,10 @@ def history_table(history: Sequence[TracedSignature]) -> str:
     rows: dict[str, list[str]] = {}
     for column, signature in enumerate(history):
         for leaf in signature.leaves:
-            rows.setdefault(leaf.path, ["-"] * count)[column] = leaf.text
+            cell = (
+                leaf.text if leaf.mesh is None or leaf.sharding else f"{leaf.text} on {leaf.mesh}"
+            )
+            rows.setdefault(leaf.path, ["-"] * count)[column] = cell
     extra = {
         "(by keyword)": [", ".join(signature.keywords) or "-" for signature in history],
         "(mesh)": [signature.mesh for signature in history],

@@ -59,6 +59,20 @@ def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:
     return previous_abstract, previous_concrete
 
 
+def mesh_is_ambient(mesh: Mesh, abstract: Any) -> bool:
+    """Whether ``with jax.set_mesh(mesh):`` is already in effect (both of its contexts
+    hold exactly these objects). A few attribute reads: cheap enough for every call.
+
+    There is no public getter for the concrete mesh that works inside traces
+    (`jax.sharding.get_mesh` refuses there).
+    """
+    config: Any = _jax_config
+    return (
+        config.device_context.value is mesh
+        and config.abstract_mesh_context_manager.value is abstract
+    )
+
+
 def restore_mesh(previous: tuple[Any, Any]) -> None:
     """Undoes `enter_mesh`."""
     config: Any = _jax_config

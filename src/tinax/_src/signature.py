@@ -41,6 +41,8 @@ class Leaf:
         weak_type: Whether the array is weakly typed (a Python scalar).
         sharding: Partition spec of the array where its type carries one (a
             mesh with Explicit axes), e.g. ``P('x', None)``; else ``None``.
+        mesh: The mesh in the array's type (an array placed on a mesh, e.g. by
+            `jax.device_put` with a `NamedSharding`), or ``None``.
     """
 
     argument: str
@@ -51,6 +53,7 @@ class Leaf:
     dtype: str | None = None
     weak_type: bool = False
     sharding: str | None = None
+    mesh: str | None = None
 
 
 @attrs.frozen(eq=False)
@@ -173,14 +176,17 @@ def short_dtype(name: str) -> str:
 def array_leaf(argument: str, path: str, aval: Any) -> Leaf:
     shape = tuple(int(d) for d in aval.shape)
     sharding = getattr(aval, "sharding", None)
-    spec = None
-    if sharding is not None and _has_explicit_axis(sharding.mesh):
-        spec = str(sharding.spec)
+    mesh = getattr(sharding, "mesh", None)
+    spec = mesh_name = None
+    if mesh is not None and not mesh.empty:
+        mesh_name = mesh_text(mesh)
+        if _has_explicit_axis(mesh):
+            spec = str(getattr(sharding, "spec", None))
     text = aval.str_short(short_dtypes=True)
     if aval.weak_type:
         text = "weak-typed " + text
     dtype = short_dtype(str(aval.dtype))
-    return Leaf(argument, path, "array", text, shape, dtype, bool(aval.weak_type), spec)
+    return Leaf(argument, path, "array", text, shape, dtype, bool(aval.weak_type), spec, mesh_name)
 
 
 def _axis_type_name(axis_type: Any) -> str:
