@@ -27,9 +27,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec
 
 from tinax._src import signature
-from tinax.jit import bounded_jit
+from tinax.jit import batched_jit, bounded_jit
 
 # A contender: a setup run outside the clock that returns the timed action.
 Setup = Callable[[], Callable[[], object]]
@@ -45,6 +46,7 @@ class Row:
     target: float | None = None  # the highest acceptable median ratio for "tinax"
     rounds: int = 21
     repeat: int = 5  # per round, each contender's best of this many runs
+    calls: int = 1  # calls per timed action: times are reported per call
     times: dict[str, list[float]] = field(default_factory=dict)
     notes: Callable[[Row], list[str]] | None = None  # extra lines for the report
 
@@ -60,7 +62,7 @@ class Row:
                 for name in order if index % 2 == 0 else reversed(order):
                     best[name] = min(best[name], self._time_once(name))
             for name in order:
-                self.times[name].append(best[name])
+                self.times[name].append(best[name] / self.calls)
 
     def _time_once(self, name: str) -> float:
         action = self.contenders[name]()
@@ -129,7 +131,90 @@ def recording_row() -> Row:
     )
 
 
-ROWS: dict[str, Callable[[], Row]] = {"recording": recording_row}
+def repeated(call: Callable[[], jax.Array], count: int) -> Callable[[], object]:
+    """``count`` calls, then a wait for the last result: dispatch and run, as a loop does."""
+
+    def action() -> object:
+        out = call()
+        for _ in range(count - 1):
+            out = call()
+        return out.block_until_ready()
+
+    return action
+
+
+def _mesh8() -> jax.sharding.Mesh:
+    return jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+
+
+def _per_example(w: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.tanh(x @ w).sum()
+
+
+def batched_mesh_row() -> Row:
+    """batched_jit on an 8-device mesh, pre-sharded batch, vs the idioms it replaces."""
+    mesh, count = _mesh8(), 50
+    w = jnp.ones((3, 4))
+    x = jax.device_put(jnp.ones((64, 3)), NamedSharding(mesh, PartitionSpec("x")))
+    x_pmap = jax.pmap(lambda v: v)(jnp.ones((8, 8, 3)))  # already laid out for pmap
+    by_hand = jax.jit(jax.vmap(_per_example, in_axes=(None, 0)))
+    ours = batched_jit(_per_example, in_axes=(None, 0), max_traces=1, mesh=mesh)
+    pmapped = jax.pmap(jax.vmap(_per_example, in_axes=(None, 0)), in_axes=(None, 0))
+
+    def hand_written() -> jax.Array:
+        with jax.set_mesh(mesh):
+            return by_hand(w, x)
+
+    return Row(
+        "batched_jit, 8-device mesh, pre-sharded batch of 64",
+        baseline="set_mesh+jit(vmap)",
+        contenders={
+            "set_mesh+jit(vmap)": lambda: repeated(hand_written, count),
+            "tinax": lambda: repeated(lambda: ours(w, x), count),
+            "jax.pmap": lambda: repeated(lambda: pmapped(w, x_pmap), count),
+        },
+        target=1.03,
+        calls=count,
+    )
+
+
+def _mesh_call_row(inside: bool) -> Row:
+    mesh, count = _mesh8(), 50
+    x = jax.device_put(jnp.ones(8), NamedSharding(mesh, PartitionSpec("x")))
+    jitted = jax.jit(lambda v: v * 2.0)
+    ours = bounded_jit(lambda v: v * 2.0, max_traces=1, mesh=mesh)
+
+    def hand_written() -> jax.Array:
+        with jax.set_mesh(mesh):
+            return jitted(x)
+
+    def timed(call: Callable[[], jax.Array]) -> Setup:
+        loop = repeated(call, count)
+        if not inside:
+            return lambda: loop
+
+        def under_ambient_mesh() -> object:
+            with jax.set_mesh(mesh):
+                return loop()
+
+        return lambda: under_ambient_mesh
+
+    where = "inside an ambient set_mesh(mesh)" if inside else "from outside any mesh"
+    return Row(
+        f"mesh-bound call, {where}",
+        baseline="set_mesh+jit",
+        contenders={"set_mesh+jit": timed(hand_written), "tinax": timed(lambda: ours(x))},
+        target=1.05,
+        calls=count,
+    )
+
+
+ROWS: dict[str, Callable[[], Row]] = {
+    "recording": recording_row,
+    "batched-mesh": batched_mesh_row,
+    "mesh-outside": lambda: _mesh_call_row(inside=False),
+    "mesh-inside": lambda: _mesh_call_row(inside=True),
+}
 
 
 def report(row: Row) -> list[str]:
@@ -141,8 +226,13 @@ def report(row: Row) -> list[str]:
         if name == "tinax" and row.target is not None:
             median = statistics.median(ratios)
             verdict = f"  target <= {row.target:.2f}: {'met' if median <= row.target else 'MISSED'}"
+        shown = (
+            f"{median_time * 1e3:10.3f} ms"
+            if median_time > 1e-3
+            else f"{median_time * 1e6:10.1f} us"
+        )
         lines.append(
-            f"  {name:<12} {median_time * 1e3:10.3f} ms   ratio {statistics.median(ratios):.3f}"
+            f"  {name:<20} {shown}   ratio {statistics.median(ratios):.3f}"
             f" (min {min(ratios):.3f}, max {max(ratios):.3f}){verdict}"
         )
     if row.notes is not None:
