@@ -10,6 +10,7 @@ and ``reportUnnecessaryTypeIgnoreComment`` fails the check if it stops being one
 from typing import assert_type
 
 import jax
+from jax.sharding import Mesh, PartitionSpec
 
 from tinax.jit import (
     BatchedJit,
@@ -20,6 +21,7 @@ from tinax.jit import (
     batched_jit,
     bounded_jit,
 )
+from tinax.parallel import ShardMapped, shard_mapped
 
 
 def step(x: jax.Array, n: int) -> tuple[jax.Array, int]:
@@ -56,3 +58,13 @@ def diagnostics_are_typed(x: jax.Array) -> None:
     assert_type(explanation.retraces, bool)
     assert_type(explanation.differences, tuple[Difference, ...])
     assert_type(wrapped.traced_signatures, TraceHistory)
+
+
+def shard_mapped_keeps_parameter_and_return_types(x: jax.Array, mesh: Mesh) -> None:
+    spec = PartitionSpec("x")
+    wrapped = shard_mapped(step, mesh=mesh, in_specs=(spec, None), out_specs=(spec, None))
+    assert_type(wrapped(x, 3), tuple[jax.Array, int])
+    assert_type(
+        ShardMapped(step, mesh=mesh, in_specs=spec, out_specs=spec)(x, 3), tuple[jax.Array, int]
+    )
+    wrapped(x, "three")  # pyright: ignore[reportArgumentType]

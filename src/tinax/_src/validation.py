@@ -2,7 +2,7 @@
 
 Each ``check_*`` helper takes the API name (for the message), the parameter
 name and the value, and returns the normalized value or raises exactly one
-`TypeError` or `ValueError` built by `_message`. Nothing else may escape, so
+`TypeError` or `ValueError` built by `message`. Nothing else may escape, so
 every call into user objects (``repr``, iteration, ``inspect.signature``) is
 guarded.
 """
@@ -32,7 +32,7 @@ def describe(value: object) -> str:
     return f"{text} ({type(value).__qualname__})"
 
 
-def _message(api: str, parameter: str, expected: str, value: object) -> str:
+def message(api: str, parameter: str, expected: str, value: object) -> str:
     return f"{api}: {parameter} must be {expected}; got {describe(value)}."
 
 
@@ -46,21 +46,21 @@ def _integer(api: str, parameter: str, expected: str, value: object) -> int:
     """
     kind = type(value)
     if issubclass(kind, bool | np.bool_) or not issubclass(kind, int | np.integer):
-        raise TypeError(_message(api, parameter, expected, value))
+        raise TypeError(message(api, parameter, expected, value))
     return operator.index(value)  # type: ignore[arg-type]
 
 
 def check_function(api: str, value: object) -> Callable[..., Any]:
     """Checks that ``value`` is callable, and not a generator function (as `jax.jit`)."""
     if not callable(value):
-        raise TypeError(_message(api, "function", "callable", value))
+        raise TypeError(message(api, "function", "callable", value))
     try:
         generator = inspect.isgeneratorfunction(value)
     except Exception:  # an odd callable: leave the judgement to JAX
         generator = False
     if generator:
         raise TypeError(
-            _message(
+            message(
                 api, "function", "a callable that returns arrays, not a generator function", value
             )
         )
@@ -71,7 +71,7 @@ def check_max_traces(api: str, value: object) -> int:
     """Checks ``max_traces``: a non-negative integer, booleans rejected."""
     number = _integer(api, "max_traces", "an int (bool is not accepted)", value)
     if number < 0:
-        raise ValueError(_message(api, "max_traces", "non-negative", value))
+        raise ValueError(message(api, "max_traces", "non-negative", value))
     return number
 
 
@@ -81,7 +81,7 @@ def check_axis_size(api: str, value: object) -> int | None:
         return None
     number = _integer(api, "axis_size", "an int or None (bool is not accepted)", value)
     if number <= 0:
-        raise ValueError(_message(api, "axis_size", "positive", value))
+        raise ValueError(message(api, "axis_size", "positive", value))
     return number
 
 
@@ -100,21 +100,21 @@ def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
         try:
             entries = tuple(cast(Sequence[object], value))
         except Exception:
-            raise TypeError(_message(api, parameter, "a str or a sequence of str", value)) from None
+            raise TypeError(message(api, parameter, "a str or a sequence of str", value)) from None
     else:
         raise TypeError(
-            _message(api, parameter, "a str or an ordered sequence (tuple, list) of str", value)
+            message(api, parameter, "a str or an ordered sequence (tuple, list) of str", value)
         )
     names: list[str] = []
     for index, entry in enumerate(entries):
         if not issubclass(type(entry), str):
-            raise TypeError(_message(api, f"{parameter}[{index}]", "a str", entry))
+            raise TypeError(message(api, f"{parameter}[{index}]", "a str", entry))
         name = str.__str__(cast(str, entry))  # a plain str: no subclass hooks from here on
         if not name:
-            raise ValueError(_message(api, f"{parameter}[{index}]", "a non-empty str", name))
+            raise ValueError(message(api, f"{parameter}[{index}]", "a non-empty str", name))
         if name in names:
             raise ValueError(
-                _message(api, parameter, f"free of duplicates ({name!r} appears twice)", value)
+                message(api, parameter, f"free of duplicates ({name!r} appears twice)", value)
             )
         names.append(name)
     return tuple(names)
@@ -185,7 +185,7 @@ def check_mesh(api: str, value: object) -> Mesh | None:
         return None
     if issubclass(type(value), AbstractMesh):
         raise TypeError(
-            _message(
+            message(
                 api,
                 "mesh",
                 "a jax.sharding.Mesh or None (an AbstractMesh has no devices to run on)",
@@ -193,13 +193,13 @@ def check_mesh(api: str, value: object) -> Mesh | None:
             )
         )
     if not issubclass(type(value), Mesh):
-        raise TypeError(_message(api, "mesh", "a jax.sharding.Mesh or None", value))
+        raise TypeError(message(api, "mesh", "a jax.sharding.Mesh or None", value))
     value = cast(Mesh, value)
     if value.empty:
-        raise ValueError(_message(api, "mesh", "non-empty", value))
+        raise ValueError(message(api, "mesh", "non-empty", value))
     if AxisType.Manual in value.axis_types:
         raise ValueError(
-            _message(
+            message(
                 api,
                 "mesh",
                 "free of Manual axes (jax.set_mesh refuses them; enter Manual "
