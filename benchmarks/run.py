@@ -14,23 +14,29 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import pathlib
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 ).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import chex
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from tinax._src import signature
 from tinax.jit import batched_jit, bounded_jit
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 # A contender: a setup run outside the clock that returns the timed action.
 Setup = Callable[[], Callable[[], object]]
@@ -49,8 +55,9 @@ class Row:
     calls: int = 1  # calls per timed action: times are reported per call
     times: dict[str, list[float]] = field(default_factory=dict)
     notes: Callable[[Row], list[str]] | None = None  # extra lines for the report
+    unit: str = "s"  # what times measure; "MiB" for the memory row
 
-    def run(self, rounds: int) -> None:
+    def run(self, rounds: int, repeat: int) -> None:
         self.times = {name: [] for name in self.contenders}
         order = list(self.contenders)
         for _ in range(rounds):
@@ -58,7 +65,7 @@ class Row:
             # keeps its best run: this machine's speed drifts over ~0.1 s, so only
             # neighbouring runs compare fairly.
             best = dict.fromkeys(order, float("inf"))
-            for index in range(self.repeat):
+            for index in range(repeat):
                 for name in order if index % 2 == 0 else reversed(order):
                     best[name] = min(best[name], self._time_once(name))
             for name in order:
@@ -209,30 +216,199 @@ def _mesh_call_row(inside: bool) -> Row:
     )
 
 
-ROWS: dict[str, Callable[[], Row]] = {
-    "recording": recording_row,
-    "batched-mesh": batched_mesh_row,
-    "mesh-outside": lambda: _mesh_call_row(inside=False),
-    "mesh-inside": lambda: _mesh_call_row(inside=True),
+def _tiny(v: jax.Array) -> jax.Array:
+    return v * 2.0 + 1.0
+
+
+def dispatch_row(quick: bool) -> Row:
+    """Per-call dispatch on a tiny f32 input, no mesh: tinax and the alternatives."""
+    count = 200
+    x = jnp.ones(3, jnp.float32)
+    contenders: dict[str, Setup] = {}
+    raw = jax.jit(_tiny)
+    ours = bounded_jit(_tiny, max_traces=1)
+    chexed = jax.jit(chex.assert_max_traces(_tiny, n=1))
+    contenders["jax.jit"] = lambda: repeated(lambda: raw(x), count)
+    contenders["tinax"] = lambda: repeated(lambda: ours(x), count)
+    contenders["chex+jax.jit"] = lambda: repeated(lambda: chexed(x), count)
+    missing: list[str] = []
+    try:
+        import equinox
+
+        filtered = equinox.filter_jit(_tiny)
+        contenders["equinox.filter_jit"] = lambda: repeated(lambda: filtered(x), count)
+    except ImportError:
+        missing.append("equinox")
+    try:
+        from flax import nnx
+
+        nnx_jitted = nnx.jit(_tiny)
+        contenders["flax.nnx.jit"] = lambda: repeated(lambda: nnx_jitted(x), count)
+    except ImportError:
+        missing.append("flax")
+    notes = None
+    if missing:
+        text = f"  not measured: {', '.join(missing)} (pip install -e '.[bench]')"
+        notes = lambda row: [text]  # noqa: E731
+    return Row(
+        "dispatch, tiny f32, no mesh",
+        "jax.jit",
+        contenders,
+        target=1.03,
+        calls=count,
+        notes=notes,
+    )
+
+
+def batched_row(quick: bool) -> Row:
+    """batched_jit against the jax.jit(jax.vmap(f)) it stands for, on one device."""
+    count = 200
+    x = jnp.ones((8, 3), jnp.float32)
+    raw = jax.jit(jax.vmap(_tiny))
+    ours = batched_jit(_tiny, max_traces=1)
+    return Row(
+        "batched_jit vs jit(vmap), tiny f32",
+        "jit(vmap)",
+        {
+            "jit(vmap)": lambda: repeated(lambda: raw(x), count),
+            "tinax": lambda: repeated(lambda: ours(x), count),
+        },
+        target=1.03,
+        calls=count,
+    )
+
+
+def wrap_row(quick: bool) -> Row:
+    """Building the wrapper: validation, signature, attrs, the jax.jit object."""
+    count = 200
+
+    def build(make: Callable[[], object]) -> Setup:
+        def action() -> object:
+            for _ in range(count):
+                make()
+            return None
+
+        return lambda: action
+
+    return Row(
+        "wrap cost: building the object",
+        "jax.jit",
+        {
+            "jax.jit": build(lambda: jax.jit(_tiny)),
+            "tinax": build(lambda: bounded_jit(_tiny, max_traces=1)),
+        },
+        target=1.5,
+        calls=count,
+    )
+
+
+def _two_hundred_ops() -> Callable[[jax.Array], jax.Array]:
+    """A new 200-op function each time (a fresh function misses every JAX cache)."""
+
+    def chain(v: jax.Array) -> jax.Array:
+        for i in range(50):
+            v = jnp.sin(v) * (1.0 + i) + jnp.cos(v) - v
+        return v
+
+    return chain
+
+
+def first_call_row(quick: bool) -> Row:
+    """The first call: trace, lower and compile a 200-op function."""
+    x = jnp.ones(8, jnp.float32)
+
+    def first(make: Callable[[Callable[[jax.Array], jax.Array]], Any]) -> Setup:
+        def setup() -> Callable[[], object]:
+            compiled = make(_two_hundred_ops())
+            return lambda: compiled(x).block_until_ready()
+
+        return setup
+
+    return Row(
+        "first call: trace + compile, 200 ops",
+        "jax.jit",
+        {
+            "jax.jit": first(jax.jit),
+            "tinax": first(lambda f: bounded_jit(f, max_traces=1)),
+        },
+        target=1.05,
+        rounds=11,
+        repeat=3,
+    )
+
+
+def memory_row(quick: bool) -> Row:
+    """Objects created, called once and dropped: memory growth, each in a fresh process."""
+    objects = 200 if quick else 2000
+    growth = {name: _memory_growth(name, objects) for name in ("jax.jit", "tinax")}
+    row = Row(
+        f"memory: {objects:,} objects built, called once, dropped (MiB growth)",
+        "jax.jit",
+        {name: lambda: lambda: None for name in growth},
+        target=1.2,
+        rounds=1,
+        repeat=1,
+    )
+    row.times = {name: [value] for name, value in growth.items()}
+    row.unit = "MiB"
+    return row
+
+
+def _memory_growth(kind: str, objects: int) -> float:
+    command = [sys.executable, __file__, "--memory-worker", kind, str(objects)]
+    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def memory_worker(kind: str, objects: int) -> None:
+    """Prints the resident-memory growth (MiB) of building, calling, dropping objects."""
+
+    def resident() -> float:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    x = jnp.ones(3, jnp.float32)
+    build = jax.jit if kind == "jax.jit" else lambda f: bounded_jit(f, max_traces=1)
+    for _ in range(50):  # warm JAX's own caches first: they are bounded, not ours
+        build(lambda v: v + 1.0)(x)
+    gc.collect()
+    before = resident()
+    for _ in range(objects):
+        build(lambda v: v + 1.0)(x)  # a new function each time: one compile per object
+    gc.collect()
+    print(resident() - before)
+
+
+ROWS: dict[str, Callable[[bool], Row]] = {
+    "dispatch": dispatch_row,
+    "batched": batched_row,
+    "mesh-outside": lambda quick: _mesh_call_row(inside=False),
+    "mesh-inside": lambda quick: _mesh_call_row(inside=True),
+    "wrap": wrap_row,
+    "first-call": first_call_row,
+    "memory": memory_row,
+    "recording": lambda quick: recording_row(),
+    "batched-mesh": lambda quick: batched_mesh_row(),
 }
 
 
+def _shown(row: Row, value: float) -> str:
+    if row.unit != "s":
+        return f"{value:10.2f} {row.unit}"
+    return f"{value * 1e3:10.3f} ms" if value > 1e-3 else f"{value * 1e6:10.1f} us"
+
+
 def report(row: Row) -> list[str]:
-    lines = [f"{row.name}  (baseline: {row.baseline}, {len(row.times[row.baseline])} rounds)"]
+    rounds = len(row.times[row.baseline])
+    lines = [f"{row.name}  (baseline: {row.baseline}, {rounds} rounds)"]
     for name in row.contenders:
-        median_time = statistics.median(row.times[name])
         ratios = row.ratios(name)
+        median = statistics.median(ratios)
         verdict = ""
         if name == "tinax" and row.target is not None:
-            median = statistics.median(ratios)
             verdict = f"  target <= {row.target:.2f}: {'met' if median <= row.target else 'MISSED'}"
-        shown = (
-            f"{median_time * 1e3:10.3f} ms"
-            if median_time > 1e-3
-            else f"{median_time * 1e6:10.1f} us"
-        )
         lines.append(
-            f"  {name:<20} {shown}   ratio {statistics.median(ratios):.3f}"
+            f"  {name:<20} {_shown(row, statistics.median(row.times[name]))}   ratio {median:.3f}"
             f" (min {min(ratios):.3f}, max {max(ratios):.3f}){verdict}"
         )
     if row.notes is not None:
@@ -240,18 +416,87 @@ def report(row: Row) -> list[str]:
     return lines
 
 
+def markdown_table(rows: list[Row]) -> str:
+    lines = [
+        "| row | contender | median | ratio (median) | min | max | target |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for row in rows:
+        for name in row.contenders:
+            ratios = row.ratios(name)
+            median = statistics.median(ratios)
+            target = ""
+            if name == "tinax" and row.target is not None:
+                target = f"<= {row.target:.2f}: {'met' if median <= row.target else 'missed'}"
+            lines.append(
+                f"| {row.name} | {name} | {_shown(row, statistics.median(row.times[name])).strip()}"
+                f" | {median:.3f} | {min(ratios):.3f} | {max(ratios):.3f} | {target} |"
+            )
+    return "\n".join(lines)
+
+
+def chart(rows: list[Row], path: pathlib.Path) -> None:
+    """A bar per contender (ratio to the row's baseline), whiskers from min to max."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels: list[str] = []
+    medians: list[float] = []
+    spans: list[tuple[float, float]] = []
+    colors: list[str] = []
+    for row in rows:
+        for name in row.contenders:
+            if name == row.baseline:
+                continue
+            ratios = row.ratios(name)
+            median = statistics.median(ratios)
+            labels.append(f"{row.name}\n{name} vs {row.baseline}")
+            medians.append(median)
+            spans.append((median - min(ratios), max(ratios) - median))
+            colors.append("tab:blue" if name == "tinax" else "tab:gray")
+    height = 0.45 * len(labels) + 1.5
+    figure, axes = plt.subplots(figsize=(10, height))
+    positions = list(range(len(labels)))[::-1]
+    error = [[low for low, _ in spans], [high for _, high in spans]]
+    axes.barh(positions, medians, xerr=error, color=colors, capsize=3)
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    axes.set_yticks(positions, labels, fontsize=7)
+    axes.set_xscale("log")
+    axes.set_xlabel("time (memory) relative to the row's baseline; median, whiskers min to max")
+    axes.set_title("tinax benchmarks (blue: tinax; grey: other contenders)")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--memory-worker"]:
+        memory_worker(argv[1], int(argv[2]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("rows", nargs="*", help=f"rows to run, of {', '.join(ROWS)} (default: all)")
-    parser.add_argument("--quick", action="store_true", help="3 rounds: check that rows execute")
+    parser.add_argument("--quick", action="store_true", help="few rounds: check rows execute")
+    parser.add_argument(
+        "--out", type=pathlib.Path, default=HERE / "out", help="where results.md and the chart go"
+    )
     options = parser.parse_args(argv)
     unknown = [key for key in options.rows if key not in ROWS]
     if unknown:
         parser.error(f"unknown rows {unknown}; choose from {list(ROWS)}")
+    done: list[Row] = []
     for key in options.rows or list(ROWS):
-        row = ROWS[key]()
-        row.run(3 if options.quick else row.rounds)
-        print("\n".join(report(row)))
+        row = ROWS[key](options.quick)
+        if row.unit == "s":
+            row.run(2 if options.quick else row.rounds, 1 if options.quick else row.repeat)
+        print("\n".join(report(row)), flush=True)
+        done.append(row)
+    options.out.mkdir(parents=True, exist_ok=True)
+    (options.out / "results.md").write_text(markdown_table(done) + "\n")
+    chart(done, options.out / "benchmarks.png")
+    print(f"wrote {options.out / 'results.md'} and {options.out / 'benchmarks.png'}")
     return 0
 
 

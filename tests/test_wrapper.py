@@ -184,3 +184,31 @@ def test_donated_argnames_are_forwarded_to_jit():
     lowered = obj.lower(jnp.ones(2), jnp.ones(2))
     assert lowered.args_info[0][0].donated
     assert not lowered.args_info[0][1].donated
+
+
+class TestHotPath:
+    """A call is one attribute read in C, then the callable built at wrap time."""
+
+    @pytest.mark.parametrize("cls", [BoundedJit, BatchedJit])
+    def test_call_is_a_property_returning_the_compiled_callable(self, cls):
+        obj = cls(step, max_traces=1)
+        assert isinstance(cls.__dict__.get("__call__", cls.__call__), property)
+        assert type(obj).__call__.fget(obj) is obj._jitted  # no mesh: jax.jit's own object
+
+    def test_no_python_frame_of_tinax_runs_on_a_cached_call(self):
+        obj = bounded_jit(step, max_traces=1)
+        obj(jnp.ones(2), jnp.ones(2))
+        frames = []
+
+        def profile(frame, event, arg):
+            if event == "call":
+                frames.append(frame.f_code.co_filename)
+
+        import sys
+
+        sys.setprofile(profile)
+        try:
+            obj(jnp.ones(2), jnp.ones(2))
+        finally:
+            sys.setprofile(None)
+        assert not [name for name in frames if "tinax" in name]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import jax
@@ -36,7 +36,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     """
 
     function: Callable[..., R]
-    in_axes: int | Sequence[Any] | None = attrs.field(default=0, kw_only=True)
+    in_axes: int | None | Sequence[Any] = attrs.field(default=0, kw_only=True)  # noqa: RUF036 (the page's order)
     out_axes: Any = attrs.field(default=0, kw_only=True)
     axis_size: int | None = attrs.field(default=None, kw_only=True)
     max_traces: int = attrs.field(kw_only=True)
@@ -51,21 +51,23 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         object.__setattr__(self, "max_traces", max_traces)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
         batched = validation.vmapped(_API, function, self.in_axes, self.out_axes, axis_size)
-        signature = validation.signature_of(function)
+        signature = validation.LazySignature(function)
 
         def jit(counted: Callable[..., Any]) -> Any:
             return jax.jit(counted)  # pyright: ignore[reportUnknownMemberType]
 
         common.build(self, function, batched, max_traces, signature, (), mesh, jit)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> R:
-        return self._call(*args, **kwargs)
+    if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
+
+        def __call__(self, *args: Any, **kwargs: Any) -> R:
+            return self._call(*args, **kwargs)
 
 
 def batched_jit(
     function: Callable[..., R],
     *,
-    in_axes: int | Sequence[Any] | None = 0,
+    in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
     out_axes: Any = 0,
     axis_size: int | None = None,
     max_traces: int,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 import attrs
 import jax
@@ -48,9 +48,10 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         static = validation.check_argnames(_API, "static_argnames", self.static_argnames)
         donate = validation.check_argnames(_API, "donate_argnames", self.donate_argnames)
         validation.check_disjoint(_API, static, donate)
-        signature = validation.signature_of(function)
-        validation.check_accepted_names(_API, "static_argnames", static, signature)
-        validation.check_accepted_names(_API, "donate_argnames", donate, signature)
+        signature = validation.LazySignature(function)
+        if static or donate:
+            validation.check_accepted_names(_API, "static_argnames", static, signature.get())
+            validation.check_accepted_names(_API, "donate_argnames", donate, signature.get())
         mesh = validation.check_mesh(_API, self.mesh)
         set_(self, "max_traces", max_traces)
         set_(self, "static_argnames", static)
@@ -63,8 +64,10 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
 
         common.build(self, function, function, max_traces, signature, static, mesh, jit)
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        return self._call(*args, **kwargs)
+    if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
+
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+            return self._call(*args, **kwargs)
 
 
 def bounded_jit(

@@ -11,6 +11,7 @@ import functools
 import inspect
 import os
 import threading
+import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
@@ -19,6 +20,7 @@ import attrs
 from tinax._src import diff, private
 from tinax._src.errors import TraceBudgetError
 from tinax._src.signature import TracedSignature, record, unrecorded
+from tinax._src.validation import LazySignature
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -213,7 +215,7 @@ def counted(
     function: Callable[P, R],
     ledger: Ledger,
     max_traces: int,
-    signature: inspect.Signature | None,
+    signature: LazySignature,
     static_argnames: tuple[str, ...],
     reported: Callable[..., Any],
 ) -> Callable[P, R]:
@@ -226,7 +228,7 @@ def counted(
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if private.jit_disabled() and not private.tracing_to_jaxpr():
             return function(*args, **kwargs)  # run eagerly: not a trace
-        call = _record_or_placeholder(signature, static_argnames, args, kwargs)
+        call = _record_or_placeholder(signature.get(), static_argnames, args, kwargs)
         with ledger.lock:
             used = ledger.used
             attempt = used + ledger.in_flight + 1
@@ -276,16 +278,29 @@ _ANY_ARGUMENTS = inspect.Signature(
 )
 
 
+def _plain_function(function: Callable[..., Any]) -> bool:
+    """A ``def`` or ``lambda`` whose signature nothing overrides: JAX can read it safely."""
+    if type(function) is not types.FunctionType:
+        return False
+    own = function.__dict__
+    return "__signature__" not in own and "__wrapped__" not in own
+
+
 def _present_as(
-    traced: Callable[..., Any], function: Callable[..., Any], signature: inspect.Signature | None
+    traced: Callable[..., Any], function: Callable[..., Any], signature: LazySignature
 ) -> None:
     """Makes JAX see ``traced`` as ``function``: signature, name, source location.
 
-    Unlike `functools.wraps`, nothing here can fail on an odd callable: the
-    signature was computed (guarded) at wrap time, and the rest is optional.
+    Unlike `functools.wraps`, nothing here can fail on an odd callable. A
+    signature computed at wrap time (to check argnames) is handed to JAX;
+    otherwise JAX finds it through ``__wrapped__``, once, as for the function.
     """
     wrapper: Any = traced
-    wrapper.__signature__ = signature if signature is not None else _ANY_ARGUMENTS
+    if not signature.known and not _plain_function(function):
+        signature.get()  # odd callables: computed here, guarded, and handed to JAX
+    if signature.known:
+        known = signature.get()
+        wrapper.__signature__ = known if known is not None else _ANY_ARGUMENTS
     for name in ("__name__", "__qualname__"):
         try:
             value = getattr(function, name)

@@ -177,6 +177,15 @@ def _axis_shown(name: object) -> str:
     return repr(name) if type(name) is str else validation.describe(name)
 
 
+def _partitions(spec: PartitionSpec) -> tuple[Any, ...]:
+    """The per-dimension entries of ``spec``. ``tuple(spec)`` asserts when the spec has
+    unreduced/reduced axes; the public ``.partitions`` only exists from JAX 0.10."""
+    partitions = getattr(spec, "partitions", None)
+    if partitions is None:
+        partitions = getattr(spec, "_partitions", None)
+    return tuple(partitions) if partitions is not None else tuple(spec)
+
+
 def _check_spec(
     api: str,
     where: str,
@@ -187,7 +196,7 @@ def _check_spec(
 ) -> None:
     """Checks one `PartitionSpec` against the mesh and the Manual axes."""
     seen: list[str] = []
-    for entry in spec.partitions:
+    for entry in _partitions(spec):
         if entry is None:
             continue
         if entry is PartitionSpec.UNCONSTRAINED:

@@ -137,6 +137,35 @@ def signature_of(function: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
+class LazySignature:
+    """The signature of a function, computed once, when first needed.
+
+    Most objects never need it at wrap time (no argnames to check), and `jax.jit`
+    finds the signature itself through ``__wrapped__``: computing it here too
+    would double the cost of building an object. Traces and ``explain`` ask
+    for it; a benign race between threads computes it twice, the same.
+    """
+
+    __slots__ = ("_function", "_known", "_value")
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self._function = function
+        self._known = False
+        self._value: inspect.Signature | None = None
+
+    @property
+    def known(self) -> bool:
+        """Whether the signature has been computed already."""
+        return self._known
+
+    def get(self) -> inspect.Signature | None:
+        """The signature, or ``None`` where Python cannot give one."""
+        if not self._known:
+            self._value = signature_of(self._function)
+            self._known = True
+        return self._value
+
+
 def check_accepted_names(
     api: str, parameter: str, names: tuple[str, ...], signature: inspect.Signature | None
 ) -> None:

@@ -1,0 +1,334 @@
+"""The documentation site builds strictly, and its API page shows what the published page shows.
+
+`tests/data/jit-page.txt` is the published API page of `tinax.jit`, as text: the
+tests read its signature blocks and its Parameters/Returns/Raises tables and look
+for each of them in the page that `mkdocs build` generates from our docstrings.
+The site is built once per test session, into a temporary directory.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+import tomllib
+from html.parser import HTMLParser
+
+import pytest
+
+import tinax
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PUBLISHED = ROOT / "tests" / "data" / "jit-page.txt"
+BUILD_TIMEOUT_S = 300
+TABLES = ("Parameters", "Returns", "Raises")
+
+# The one place where our page knowingly differs from the published one: the factories
+# are annotated with the classes they return, which are callables of the published type
+# (`BoundedJit[P, R]` is a `Callable[P, R]`, `BatchedJit[R]` a `Callable[..., R]`).
+RETURN_TYPES = {
+    "bounded_jit": ("Callable[P, R]", "BoundedJit[P, R]"),
+    "batched_jit": ("Callable[..., R]", "BatchedJit[R]"),
+}
+
+
+def words(text):
+    """Text with every run of whitespace made one space."""
+    return " ".join(text.split())
+
+
+def union_members(annotation):
+    """The members of a union annotation, sorted: ``int | None`` equals ``None | int``."""
+    parts, depth = [""], 0
+    for char in annotation:
+        depth += (char in "[(") - (char in "])")
+        if char == "|" and depth == 0:
+            parts.append("")
+        else:
+            parts[-1] += char
+    return sorted(part.strip() for part in parts)
+
+
+# --- the published page --------------------------------------------------------------------
+
+
+def published_cell(text):
+    """A cell of the published page's tables: code marks dropped, ``\\|`` unescaped."""
+    return words(text.replace("\\|", "|").replace("`", ""))
+
+
+def parse_published_function(body):
+    """One function of the published page: signature, prose paragraphs, tables."""
+    signature, *blocks = body.strip("\n").split("\n\n")
+    prose, tables = [], {}
+    blocks = iter(blocks)
+    for block in blocks:
+        if block.endswith(":") and block[:-1] in TABLES:
+            header, *rows = next(blocks).splitlines()
+            columns = header.split("\t")
+            tables[block[:-1]] = [
+                dict(zip(columns, map(published_cell, row.split("\t")), strict=True))
+                for row in rows
+            ]
+        else:
+            prose.append(words(block))
+    return {"signature": signature, "prose": prose, "tables": tables}
+
+
+def parse_published_page():
+    intro, *sections = re.split(r"^(\w+) ¶$", PUBLISHED.read_text(), flags=re.MULTILINE)
+    functions = {
+        name: parse_published_function(body)
+        for name, body in zip(sections[::2], sections[1::2], strict=True)
+    }
+    _title, *paragraphs = intro.strip("\n").split("\n\n")
+    return [words(paragraph) for paragraph in paragraphs], functions
+
+
+INTRO, FUNCTIONS = parse_published_page()
+
+
+def published_rows(table):
+    return [
+        pytest.param(name, row, id=f"{name}-{row.get('Name', row['Type'])}")
+        for name, function in FUNCTIONS.items()
+        for row in function["tables"][table]
+    ]
+
+
+# --- the generated page --------------------------------------------------------------------
+
+
+class ApiPage(HTMLParser):
+    """Collects, per documented object (heading id), its signature, tables and text."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.objects = {}
+        self.text = []
+        self._object = None
+        self._capture = None  # "signature", "section" or "cell" while inside one
+        self._buffer = []
+        self._section = None
+        self._row = None
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        if "doc-heading" in classes and attributes.get("id"):
+            self._object = self.objects.setdefault(
+                attributes["id"], {"signature": "", "tables": {}, "text": []}
+            )
+            self._section = None
+        elif self._object is None:
+            return
+        elif tag == "div" and "doc-signature" in classes:
+            self._start("signature")
+        elif tag == "span" and "doc-section-title" in classes:
+            self._start("section")
+        elif tag == "tr":
+            self._row = []
+        elif tag == "td":
+            self._start("cell")
+
+    def handle_endtag(self, tag):
+        if self._capture == "signature" and tag == "pre":
+            self._object["signature"] = self._stop()
+        elif self._capture == "section" and tag == "span":
+            self._section = words(self._stop()).rstrip(":")
+        elif self._capture == "cell" and tag == "td":
+            self._row.append(words(self._stop()))
+        elif tag == "tr" and self._row:
+            self._object["tables"].setdefault(self._section, []).append(self._row)
+            self._row = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._object is not None:
+            self._object["text"].append(data)
+        if self._capture is not None:
+            self._buffer.append(data)
+
+    def _start(self, capture):
+        self._capture, self._buffer = capture, []
+
+    def _stop(self):
+        text = "".join(self._buffer)
+        self._capture, self._buffer = None, []
+        return text
+
+
+def signature_parts(signature):
+    """``(parameters, return annotation)`` of a signature block, whatever its line breaks."""
+    head, _, returns = words(signature).rpartition(") -> ")
+    inside = head.partition("(")[2]
+    parameters, depth, current = [], 0, ""
+    for char in inside:
+        depth += (char in "[(") - (char in "])")
+        if char == "," and depth == 0:
+            parameters.append(current.strip())
+            current = ""
+        else:
+            current += char
+    parameters.append(current.strip())
+    return [parameter for parameter in parameters if parameter], returns.strip()
+
+
+def parameter_parts(parameter):
+    """``(name, annotation members, default)`` of one ``name: type = default``."""
+    name, _, rest = parameter.partition(":")
+    annotation, _, default = rest.partition(" = ")
+    return name.strip(), union_members(annotation), default.strip()
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """``mkdocs build --strict`` into a temporary directory, once for this module."""
+    site = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT_S,
+        check=False,
+    )
+    return site, result, time.perf_counter() - started
+
+
+@pytest.fixture(scope="module")
+def site(build):
+    site, result, _ = build
+    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stderr}"
+    return site
+
+
+@pytest.fixture(scope="module")
+def jit_page(site):
+    page = ApiPage()
+    page.feed((site / "api" / "jit" / "index.html").read_text())
+    return page
+
+
+def generated(jit_page, name):
+    assert f"tinax.jit.{name}" in jit_page.objects, f"{name} is not documented on the page"
+    return jit_page.objects[f"tinax.jit.{name}"]
+
+
+def generated_row(jit_page, name, table, first_cell):
+    rows = generated(jit_page, name)["tables"].get(table, [])
+    matches = [row for row in rows if row[0] == first_cell]
+    assert len(matches) == 1, f"{name}: no single {table} row {first_cell!r} in {rows}"
+    return matches[0]
+
+
+class TestBuild:
+    def test_mkdocs_build_succeeds_when_strict(self, build):
+        _, result, _ = build
+        assert result.returncode == 0, result.stderr
+
+    @pytest.mark.parametrize(
+        "page",
+        [
+            "index.html",
+            "api/jit/index.html",
+            "api/parallel/index.html",
+            "debugging-retraces/index.html",
+            "migrating-from-pmap/index.html",
+            "benchmarks/index.html",
+            "decisions/index.html",
+            "changelog/index.html",
+        ],
+    )
+    def test_every_page_of_the_nav_is_built(self, site, page):
+        assert (site / page).is_file()
+
+    def test_changelog_page_shows_the_changelog(self, site):
+        page = ApiPage()
+        page.feed((site / "changelog" / "index.html").read_text())
+        text = words(" ".join(page.text))
+        assert f"[{tinax.__version__}]" in text
+        assert "Keep a Changelog" in text
+
+
+class TestPublishedJitPage:
+    """Every row of the published page's tables, and its signatures, on our page."""
+
+    def test_published_page_was_parsed_when_read(self):
+        assert set(FUNCTIONS) == {"bounded_jit", "batched_jit"}
+        for function in FUNCTIONS.values():
+            assert set(function["tables"]) == set(TABLES)
+            assert all(function["tables"].values())
+
+    @pytest.mark.parametrize("paragraph", INTRO, ids=lambda paragraph: paragraph[:30])
+    def test_module_intro_paragraph_is_shown(self, jit_page, paragraph):
+        assert paragraph in words("".join(jit_page.text))
+
+    @pytest.mark.parametrize("name", FUNCTIONS)
+    def test_summary_and_why_paragraphs_are_shown(self, jit_page, name):
+        text = words("".join(generated(jit_page, name)["text"]))
+        for paragraph in FUNCTIONS[name]["prose"]:
+            assert paragraph in text
+
+    @pytest.mark.parametrize("name", FUNCTIONS)
+    def test_signature_lists_the_published_parameters_in_order(self, jit_page, name):
+        ours, _ = signature_parts(generated(jit_page, name)["signature"])
+        published, _ = signature_parts(FUNCTIONS[name]["signature"])
+        assert [parameter_parts(p) for p in ours] == [parameter_parts(p) for p in published]
+
+    @pytest.mark.parametrize("name", FUNCTIONS)
+    def test_signature_shows_one_parameter_per_line(self, jit_page, name):
+        ours = generated(jit_page, name)["signature"].strip().splitlines()
+        published = FUNCTIONS[name]["signature"].strip().splitlines()
+        assert len(ours) == len(published), "signatures are formatted by ruff: is it installed?"
+
+    @pytest.mark.parametrize("name", FUNCTIONS)
+    def test_signature_returns_the_published_type_or_its_wrapper_class(self, jit_page, name):
+        _, ours = signature_parts(generated(jit_page, name)["signature"])
+        _, published = signature_parts(FUNCTIONS[name]["signature"])
+        assert (published, ours) == RETURN_TYPES[name]
+
+    @pytest.mark.parametrize(("name", "row"), published_rows("Parameters"))
+    def test_parameter_row_is_shown(self, jit_page, name, row):
+        _, annotation, description, default = generated_row(
+            jit_page, name, "Parameters", row["Name"]
+        )
+        assert union_members(annotation) == union_members(row["Type"])
+        assert row["Description"] in description
+        assert default == row["Default"]
+
+    @pytest.mark.parametrize(("name", "row"), published_rows("Returns"))
+    def test_returns_row_is_shown(self, jit_page, name, row):
+        (annotation, description), *others = generated(jit_page, name)["tables"]["Returns"]
+        assert not others
+        assert (row["Type"], annotation) == RETURN_TYPES[name]
+        assert row["Description"] in description
+
+    @pytest.mark.parametrize(("name", "row"), published_rows("Raises"))
+    def test_raises_row_is_shown_when_ours_adds_more_conditions(self, jit_page, name, row):
+        _, description = generated_row(jit_page, name, "Raises", row["Type"])
+        assert row["Description"] in description
+
+
+class TestVersion:
+    def test_version_matches_pyproject(self):
+        project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+        assert tinax.__version__ == project["version"]
+
+    def test_version_is_the_top_heading_of_the_changelog(self):
+        headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
+        assert headings, "CHANGELOG.md has no version heading"
+        assert headings[0] == tinax.__version__
+
+
+def test_home_page_example_runs_and_prints_what_the_page_shows(capsys):
+    page = (ROOT / "docs" / "index.md").read_text()
+    example = re.search(r"```python\n(.*?)```", page, flags=re.DOTALL).group(1)
+    shown = re.search(r"```text\n(.*?)```", page, flags=re.DOTALL).group(1)
+    exec(compile(example, "example.py", "exec"), {"__name__": "example"})
+    printed = capsys.readouterr().out
+    assert shown in printed
