@@ -65,22 +65,22 @@ class Row:
             # keeps its best run: this machine's speed drifts over ~0.1 s, so only
             # neighbouring runs compare fairly.
             best = dict.fromkeys(order, float("inf"))
-            for index in range(repeat):
-                for name in order if index % 2 == 0 else reversed(order):
-                    best[name] = min(best[name], self._time_once(name))
+            gc.collect()
+            gc.disable()  # as timeit does: a collection must not land in one contender's time
+            try:
+                for index in range(repeat):
+                    for name in order if index % 2 == 0 else reversed(order):
+                        best[name] = min(best[name], self._time_once(name))
+            finally:
+                gc.enable()
             for name in order:
                 self.times[name].append(best[name] / self.calls)
 
     def _time_once(self, name: str) -> float:
         action = self.contenders[name]()
-        gc.collect()
-        gc.disable()  # as timeit does: a collection must not land in one contender's time
-        try:
-            start = time.perf_counter()
-            action()
-            return time.perf_counter() - start
-        finally:
-            gc.enable()
+        start = time.perf_counter()
+        action()
+        return time.perf_counter() - start
 
     def ratios(self, name: str) -> list[float]:
         base = self.times[self.baseline]
@@ -222,7 +222,7 @@ def _tiny(v: jax.Array) -> jax.Array:
 
 def dispatch_row(quick: bool) -> Row:
     """Per-call dispatch on a tiny f32 input, no mesh: tinax and the alternatives."""
-    count = 200
+    count = 50  # short runs, many of them: the machine's speed drifts within a second
     x = jnp.ones(3, jnp.float32)
     contenders: dict[str, Setup] = {}
     raw = jax.jit(_tiny)
@@ -256,13 +256,14 @@ def dispatch_row(quick: bool) -> Row:
         contenders,
         target=1.03,
         calls=count,
+        repeat=15,
         notes=notes,
     )
 
 
 def batched_row(quick: bool) -> Row:
     """batched_jit against the jax.jit(jax.vmap(f)) it stands for, on one device."""
-    count = 200
+    count = 50
     x = jnp.ones((8, 3), jnp.float32)
     raw = jax.jit(jax.vmap(_tiny))
     ours = batched_jit(_tiny, max_traces=1)
@@ -275,6 +276,7 @@ def batched_row(quick: bool) -> Row:
         },
         target=1.03,
         calls=count,
+        repeat=15,
     )
 
 
