@@ -25,7 +25,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, cast
 import attrs
 import jax
 import numpy as np
-from jax.sharding import AbstractMesh, AxisType, Mesh, PartitionSpec
+from jax.sharding import AxisType, Mesh, PartitionSpec
 
 from tinax._src import budget, validation
 from tinax._src.validation import message
@@ -48,33 +48,16 @@ def check_shard_mesh(api: str, value: object) -> tuple[Mesh, tuple[str, ...]]:
 
     Returns the mesh and its axis names as plain ``str``, in mesh order.
     """
-    if issubclass(type(value), AbstractMesh):
-        raise TypeError(
-            message(
-                api,
-                "mesh",
-                "a jax.sharding.Mesh (an AbstractMesh has no devices to run on)",
-                value,
-            )
-        )
-    if not issubclass(type(value), Mesh):
-        raise TypeError(message(api, "mesh", "a jax.sharding.Mesh", value))
-    mesh = cast(Mesh, value)
-    if mesh.empty:
-        raise ValueError(message(api, "mesh", "non-empty", mesh))
+    mesh = validation.check_concrete_mesh(
+        api,
+        value,
+        "a jax.sharding.Mesh",
+        "shard_map makes the axes in axis_names Manual itself; "
+        "build the mesh with Auto or Explicit axes",
+    )
     names: tuple[object, ...] = tuple(mesh.axis_names)
     if not all(issubclass(type(name), str) for name in names):
         raise ValueError(message(api, "mesh", "a mesh whose axis names are all str", mesh))
-    if AxisType.Manual in mesh.axis_types:
-        raise ValueError(
-            message(
-                api,
-                "mesh",
-                "free of Manual axes (shard_map makes the axes in axis_names Manual itself; "
-                "build the mesh with Auto or Explicit axes)",
-                mesh,
-            )
-        )
     return mesh, tuple(str.__str__(cast(str, name)) for name in names)
 
 

@@ -212,31 +212,28 @@ def check_mesh(api: str, value: object) -> Mesh | None:
     """Checks ``mesh``: ``None`` or a non-empty `jax.sharding.Mesh` without Manual axes."""
     if value is None:
         return None
+    manual = "jax.set_mesh refuses them; enter Manual axes with jax.shard_map"
+    return check_concrete_mesh(api, value, "a jax.sharding.Mesh or None", manual)
+
+
+def check_concrete_mesh(api: str, value: object, expected: str, manual: str) -> Mesh:
+    """Checks that ``value`` is a non-empty `jax.sharding.Mesh` without Manual axes.
+
+    ``expected`` names what the parameter takes; ``manual`` says why a Manual
+    axis is refused there.
+    """
     if issubclass(type(value), AbstractMesh):
         raise TypeError(
-            message(
-                api,
-                "mesh",
-                "a jax.sharding.Mesh or None (an AbstractMesh has no devices to run on)",
-                value,
-            )
+            message(api, "mesh", f"{expected} (an AbstractMesh has no devices to run on)", value)
         )
     if not issubclass(type(value), Mesh):
-        raise TypeError(message(api, "mesh", "a jax.sharding.Mesh or None", value))
-    value = cast(Mesh, value)
-    if value.empty:
-        raise ValueError(message(api, "mesh", "non-empty", value))
-    if AxisType.Manual in value.axis_types:
-        raise ValueError(
-            message(
-                api,
-                "mesh",
-                "free of Manual axes (jax.set_mesh refuses them; enter Manual "
-                "axes with jax.shard_map)",
-                value,
-            )
-        )
-    return value
+        raise TypeError(message(api, "mesh", expected, value))
+    mesh = cast(Mesh, value)
+    if mesh.empty:
+        raise ValueError(message(api, "mesh", "non-empty", mesh))
+    if AxisType.Manual in mesh.axis_types:
+        raise ValueError(message(api, "mesh", f"free of Manual axes ({manual})", mesh))
+    return mesh
 
 
 def vmapped(
