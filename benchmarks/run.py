@@ -404,18 +404,25 @@ def _shown(row: Row, value: float) -> str:
     return f"{value * 1e3:10.3f} ms" if value > 1e-3 else f"{value * 1e6:10.1f} us"
 
 
+def summary(row: Row, name: str) -> tuple[str, float, float, float, str]:
+    """A contender's median time (shown), median/min/max ratio, and verdict on the target."""
+    ratios = row.ratios(name)
+    median = statistics.median(ratios)
+    verdict = ""
+    if name == "tinax" and row.target is not None:
+        verdict = f"target <= {row.target:.2f}: {'met' if median <= row.target else 'MISSED'}"
+    shown = _shown(row, statistics.median(row.times[name])).strip()
+    return shown, median, min(ratios), max(ratios), verdict
+
+
 def report(row: Row) -> list[str]:
     rounds = len(row.times[row.baseline])
     lines = [f"{row.name}  (baseline: {row.baseline}, {rounds} rounds)"]
     for name in row.contenders:
-        ratios = row.ratios(name)
-        median = statistics.median(ratios)
-        verdict = ""
-        if name == "tinax" and row.target is not None:
-            verdict = f"  target <= {row.target:.2f}: {'met' if median <= row.target else 'MISSED'}"
+        shown, median, low, high, verdict = summary(row, name)
         lines.append(
-            f"  {name:<20} {_shown(row, statistics.median(row.times[name]))}   ratio {median:.3f}"
-            f" (min {min(ratios):.3f}, max {max(ratios):.3f}){verdict}"
+            f"  {name:<20} {shown:>12}   ratio {median:.3f} (min {low:.3f}, max {high:.3f})"
+            f"  {verdict}".rstrip()
         )
     if row.notes is not None:
         lines.extend(row.notes(row))
@@ -429,14 +436,11 @@ def markdown_table(rows: list[Row]) -> str:
     ]
     for row in rows:
         for name in row.contenders:
-            ratios = row.ratios(name)
-            median = statistics.median(ratios)
-            target = ""
-            if name == "tinax" and row.target is not None:
-                target = f"<= {row.target:.2f}: {'met' if median <= row.target else 'missed'}"
+            shown, median, low, high, verdict = summary(row, name)
+            target = verdict.removeprefix("target ").replace("MISSED", "missed")
             lines.append(
-                f"| {row.name} | {name} | {_shown(row, statistics.median(row.times[name])).strip()}"
-                f" | {median:.3f} | {min(ratios):.3f} | {max(ratios):.3f} | {target} |"
+                f"| {row.name} | {name} | {shown} | {median:.3f} | {low:.3f} | {high:.3f}"
+                f" | {target} |"
             )
     return "\n".join(lines)
 

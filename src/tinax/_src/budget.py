@@ -80,7 +80,12 @@ def _location(function: Callable[..., Any]) -> str | None:
 def _where(function: Callable[..., Any]) -> tuple[str, str | None, str]:
     name = function_name(function)
     location = function_location(function)
-    return name, location, f"{name} ({location})" if location else name
+    return name, location, _heading(name, location)
+
+
+def _heading(name: str, location: str | None) -> str:
+    """``name (file:line)``, or the name alone where the location is unknown."""
+    return f"{name} ({location})" if location else name
 
 
 def budget_error(
@@ -149,7 +154,7 @@ class Explanation:
     attempt: int
 
     def __str__(self) -> str:
-        where = f"{self.function_name} ({self.location})" if self.location else self.function_name
+        where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
         if self.reuses is not None:
             return f"{where}: this call would reuse trace #{self.reuses.number}; {budget}."

@@ -5,11 +5,13 @@ from __future__ import annotations
 import operator
 import types
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from jax.sharding import Mesh
 
 from tinax._src import budget, meshes, signature, validation
+
+R = TypeVar("R")
 
 _COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
 
@@ -88,34 +90,30 @@ class BudgetedMixin:
         Returns:
             An `Explanation`; ``print`` it for a readable report.
         """
-        if self.mesh is None:
-            call = signature.record(self._signature.get(), self._static, args, kwargs)
-        else:
-            with meshes.mesh_scope(self.mesh, type(self).__name__):
-                call = signature.record(self._signature.get(), self._static, args, kwargs)
+        call = self._under_mesh(signature.record, self._signature.get(), self._static, args, kwargs)
         return budget.explain(self.function, self._ledger, self.max_traces, call)
 
-    def _under_mesh(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        forward = getattr(self._jitted, method)
+    def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``function(*args, **kwargs)`` as if inside ``with jax.set_mesh(self.mesh):``."""
         if self.mesh is None:
-            return forward(*args, **kwargs)
+            return function(*args, **kwargs)
         with meshes.mesh_scope(self.mesh, type(self).__name__):
-            return forward(*args, **kwargs)
+            return function(*args, **kwargs)
 
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``lower``."""
-        return self._under_mesh("lower", args, kwargs)
+        return self._under_mesh(self._jitted.lower, *args, **kwargs)
 
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """Traces the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``trace``."""
-        return self._under_mesh("trace", args, kwargs)
+        return self._under_mesh(self._jitted.trace, *args, **kwargs)
 
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
-        return self._under_mesh("eval_shape", args, kwargs)
+        return self._under_mesh(self._jitted.eval_shape, *args, **kwargs)
 
     # The hot path. Calling the object looks up ``__call__`` on its type, finds this
     # property, whose getter (C code, no Python frame) returns the callable built at

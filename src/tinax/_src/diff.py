@@ -135,10 +135,6 @@ def _argument_text(argument: Argument) -> str:
         return str(argument.values[0])
     if len(argument.values) == 1 and not argument.paths[0]:
         return next(leaves_of(argument)).text
-    return _structure(argument)
-
-
-def _structure(argument: Argument) -> str:
     return structure_text(argument)
 
 
@@ -165,7 +161,7 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
             )
         return found
     if not _same(old.treedef, new.treedef):
-        before, after = _structure(old), _structure(new)
+        before, after = structure_text(old), structure_text(new)
         found.append(Difference(new.name, before, after, ("tree structure",), "tree structure"))
         return found
     old_leaves: list[Leaf] | None = None
