@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from tinax._src import signature
+from tinax._src import record
 from tinax.jit import batched_jit, bounded_jit
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -120,7 +120,7 @@ def recording_row() -> Row:
         def measure(params: object) -> object:
             for _ in range(50):
                 start = time.perf_counter()
-                signature.record(None, (), (params,), {})
+                record.record(None, (), (params,), {})
                 best[0] = min(best[0], time.perf_counter() - start)
             return params
 

@@ -4,12 +4,12 @@ from tinax._src.batched import BatchedJit as BatchedJit
 from tinax._src.batched import batched_jit as batched_jit
 from tinax._src.bounded import BoundedJit as BoundedJit
 from tinax._src.bounded import bounded_jit as bounded_jit
-from tinax._src.budget import Explanation as Explanation
-from tinax._src.diff import Difference as Difference
+from tinax._src.compare import Difference as Difference
 from tinax._src.errors import TraceBudgetError as TraceBudgetError
-from tinax._src.signature import Leaf as Leaf
-from tinax._src.signature import TracedSignature as TracedSignature
-from tinax._src.signature import TraceHistory as TraceHistory
+from tinax._src.record import Leaf as Leaf
+from tinax._src.record import TracedSignature as TracedSignature
+from tinax._src.report import Explanation as Explanation
+from tinax._src.report import TraceHistory as TraceHistory
 
 __all__ = [
     "BatchedJit",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 
 from jax.sharding import Mesh
 
-from tinax._src import budget, meshes, signature, validation
+from tinax._src import budget, meshes, record, report, validation
 
 R = TypeVar("R")
 
@@ -67,13 +67,13 @@ class BudgetedMixin:
         return self._ledger.used
 
     @property
-    def traced_signatures(self) -> signature.TraceHistory:
+    def traced_signatures(self) -> report.TraceHistory:
         """The abstract signature of each trace so far, oldest first; prints as a table
         with one column per trace and one row per argument leaf."""
         with self._ledger.lock:
-            return signature.TraceHistory(self._ledger.history)
+            return report.TraceHistory(self._ledger.history)
 
-    def explain(self, *args: Any, **kwargs: Any) -> budget.Explanation:
+    def explain(self, *args: Any, **kwargs: Any) -> report.Explanation:
         """Says whether a call with these arguments would reuse an earlier trace or
         trace again, and why, without tracing or running anything.
 
@@ -90,8 +90,8 @@ class BudgetedMixin:
         Returns:
             An `Explanation`; ``print`` it for a readable report.
         """
-        call = self._under_mesh(signature.record, self._signature.get(), self._static, args, kwargs)
-        return budget.explain(self.function, self._ledger, self.max_traces, call)
+        call = self._under_mesh(record.record, self._signature.get(), self._static, args, kwargs)
+        return report.explain(self.function, self.max_traces, *self._ledger.snapshot(), call)
 
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``function(*args, **kwargs)`` as if inside ``with jax.set_mesh(self.mesh):``."""
@@ -128,6 +128,6 @@ class BudgetedMixin:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}({budget.function_name(self.function)}, "
+            f"{type(self).__name__}({report.function_name(self.function)}, "
             f"traces_used={self.traces_used}, max_traces={self.max_traces}, mesh={self.mesh!r})"
         )

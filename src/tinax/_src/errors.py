@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tinax._src.diff import Difference
-    from tinax._src.signature import TracedSignature
+    from tinax._src.compare import Difference
+    from tinax._src.record import TracedSignature
 
 
 class TraceBudgetError(AssertionError):

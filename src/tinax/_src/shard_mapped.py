@@ -27,7 +27,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, PartitionSpec
 
-from tinax._src import budget, validation
+from tinax._src import report, validation
 from tinax._src.validation import message
 
 P = ParamSpec("P")
@@ -386,7 +386,7 @@ def _copy_tree(tree: Any) -> Any:
 
 def _function_name(function: Callable[..., Any]) -> str:
     try:
-        return budget.function_name(function)
+        return report.function_name(function)
     except Exception:  # an odd callable whose attribute lookup raises
         return f"{type(function).__qualname__} instance"
 

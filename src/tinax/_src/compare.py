@@ -11,22 +11,20 @@ from typing import Any
 
 import attrs
 
-from tinax._src.signature import (
+from tinax._src.record import (
     Argument,
     Leaf,
     TracedSignature,
     leaves_of,
     mesh_text,
+    static_text,
     structure_text,
 )
-
-_MAX_LISTED = 12
-_MAX_TABLE_ROWS = 40
 
 _SAME_ARGUMENTS = (
     "pass the same arguments on every call (to JAX, a default passed explicitly is a new argument)"
 )
-_HINTS = {
+HINTS = {
     "mesh": "the ambient mesh is part of JAX's cache key: call under one mesh, "
     "or bind one with mesh=",
     "config": "a JAX config option in the trace cache key changed: set it once, around every call",
@@ -73,7 +71,7 @@ class Difference:
     @property
     def hint(self) -> str:
         """The usual fix for the first kind of change."""
-        return _HINTS[self.kinds[0]]
+        return HINTS[self.kinds[0]]
 
     def __str__(self) -> str:
         if self.kinds == ("tree structure",):
@@ -132,7 +130,7 @@ def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
 
 def _argument_text(argument: Argument) -> str:
     if argument.static:
-        return str(argument.values[0])
+        return static_text(argument.values[0])
     if len(argument.values) == 1 and not argument.paths[0]:
         return next(leaves_of(argument)).text
     return structure_text(argument)
@@ -154,7 +152,7 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
     if old.keyword != new.keyword:
         found.append(Difference(new.name, _how(old), _how(new), ("passing",), "passed differently"))
     if old.static or new.static:
-        if old.static != new.static or old.values != new.values:
+        if old.static != new.static or not _same(old.values[0], new.values[0]):
             before, after = _argument_text(old), _argument_text(new)
             found.append(
                 Difference(new.name, before, after, ("static value",), "static argument value")
@@ -224,72 +222,3 @@ def closest(
         if best is None or len(found) <= len(best_differences):
             best, best_differences = old, found
     return best, best_differences
-
-
-def explanation_lines(
-    best: TracedSignature | None, found: tuple[Difference, ...], signature: TracedSignature
-) -> list[str]:
-    """The diff block of the budget error and of ``explain``: differences, then fixes."""
-    if best is None:
-        return [f"No earlier trace to compare with. This call: {str(signature)[4:]}"]
-    if not found:
-        return [
-            f"Closest earlier trace: #{best.number}, with no difference in the abstract "
-            "signature: JAX retraced for a reason the signature does not show (a static "
-            "argument that prints the same but compares unequal, or jax.clear_caches())."
-        ]
-    count = f"{len(found)} difference{'s' if len(found) > 1 else ''}"
-    lines = [f"Closest earlier trace: #{best.number} ({count}):"]
-    lines.extend(f"  {difference}" for difference in found[:_MAX_LISTED])
-    if len(found) > _MAX_LISTED:
-        lines.append(f"  ... and {len(found) - _MAX_LISTED} more")
-    lines.append("How to fix:")
-    kinds = dict.fromkeys(kind for difference in found for kind in difference.kinds)
-    lines.extend(f"  {kind}: {_HINTS[kind]}" for kind in kinds)
-    return lines
-
-
-def history_table(history: Sequence[TracedSignature]) -> str:
-    """One column per trace, one row per leaf; ``*`` marks rows that differ."""
-    if not history:
-        return "no traces yet"
-    count = len(history)
-    rows: dict[str, list[str]] = {}
-    for column, signature in enumerate(history):
-        for leaf in signature.leaves:
-            cell = (
-                leaf.text if leaf.mesh is None or leaf.sharding else f"{leaf.text} on {leaf.mesh}"
-            )
-            rows.setdefault(leaf.path, ["-"] * count)[column] = cell
-    extra = {
-        "(by keyword)": [", ".join(signature.keywords) or "-" for signature in history],
-        "(mesh)": [signature.mesh for signature in history],
-    }
-    for name, cells in extra.items():
-        if any(cell not in ("-", "no mesh") for cell in cells):
-            rows[name] = cells
-    for name in dict.fromkeys(name for signature in history for name, _ in signature.config):
-        cells = [dict(signature.config).get(name, "-") for signature in history]
-        if len(set(cells)) > 1:
-            rows[f"(jax config {name})"] = cells
-    shown = list(rows.items())
-    hidden = 0
-    if len(shown) > _MAX_TABLE_ROWS:
-        varying = [(name, cells) for name, cells in shown if len(set(cells)) > 1]
-        hidden = len(shown) - len(varying)
-        shown = varying
-    marked = any(len(set(cells)) > 1 for _, cells in shown)
-    header = ["argument", *(f"#{signature.number}" for signature in history)]
-    table = [header] + [[name, *cells] for name, cells in shown]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    lines: list[str] = []
-    for row in table:
-        mark = ("* " if len(set(row[1:])) > 1 and row is not header else "  ") if marked else ""
-        lines.append(
-            mark + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        )
-    if hidden:
-        lines.append(f"... and {hidden} rows the same in every trace")
-    if marked:
-        lines.append("* marks a row that differs between traces")
-    return "\n".join(lines)

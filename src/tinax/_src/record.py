@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 import jax
-from jax.core import Tracer
+from jax.core import AbstractValue, Tracer
 from jax.sharding import AbstractMesh
 
 from tinax._src import private
@@ -58,14 +58,23 @@ class Leaf:
 
 @attrs.frozen(eq=False)
 class Argument:
-    """One argument of a traced call, as recorded (JAX objects, no text yet)."""
+    """One argument of a traced call, as recorded (JAX objects, no text yet).
+
+    A static argument has ``treedef=None``, ``paths=((),)`` and its value itself
+    as the only entry of ``values`` (JAX's cache holds it too). Otherwise
+    ``values`` holds the abstract value of each leaf (``jax.typeof``), or the
+    leaf itself where it is not an array (JAX would refuse the call).
+    ``star`` marks a ``*args`` parameter: its value is the tuple of the extra
+    positional arguments.
+    """
 
     name: str
     keyword: bool
     static: bool
     treedef: Any  # None for a static argument
     paths: tuple[Any, ...]  # key path per leaf
-    values: tuple[Any, ...]  # abstract value per leaf, or text for a non-array leaf
+    values: tuple[Any, ...]
+    star: bool = False
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)  # slots=False: cached text properties
@@ -89,6 +98,9 @@ class TracedSignature:
     recorded: tuple[Argument, ...] = attrs.field(repr=False)
     abstract_mesh: AbstractMesh = attrs.field(repr=False)
     config_values: tuple[tuple[str, Any], ...] = attrs.field(repr=False)
+    call_site: str | None = attrs.field(default=None, kw_only=True)
+    trace_seconds: float | None = attrs.field(default=None, kw_only=True)
+    compile_seconds: float | None = attrs.field(default=None, kw_only=True)
 
     @property
     def arguments(self) -> tuple[str, ...]:
@@ -114,9 +126,10 @@ class TracedSignature:
     def config(self) -> tuple[tuple[str, str], ...]:
         return tuple((name, repr(value)) for name, value in self.config_values)
 
-    def numbered(self, number: int) -> TracedSignature:
-        """This signature with another trace number."""
-        return TracedSignature(number, self.recorded, self.abstract_mesh, self.config_values)
+    def numbered(self, number: int, **facts: Any) -> TracedSignature:
+        """This signature with another trace number (and optionally other per-trace facts:
+        ``call_site``, ``trace_seconds``, ``compile_seconds``)."""
+        return attrs.evolve(self, number=number, **facts)
 
     def __repr__(self) -> str:
         return f"<TracedSignature {self}>"
@@ -154,16 +167,16 @@ def structure_text(argument: Argument) -> str:
 
 def leaves_of(argument: Argument) -> Iterator[Leaf]:
     if argument.static:
-        yield Leaf(argument.name, argument.name, "static", argument.values[0])
+        yield Leaf(argument.name, argument.name, "static", static_text(argument.values[0]))
         return
     tree_util: Any = jax.tree_util
     keystr = tree_util.keystr
     for path, value in zip(argument.paths, argument.values, strict=True):
         text_path = argument.name + keystr(path)
-        if isinstance(value, str):  # a leaf that is not an array
-            yield Leaf(argument.name, text_path, "static", value)
-        else:
+        if is_abstract(value):
             yield array_leaf(argument.name, text_path, value)
+        else:  # a leaf that is not an array
+            yield Leaf(argument.name, text_path, "static", static_text(value))
 
 
 def short_dtype(name: str) -> str:
@@ -214,8 +227,8 @@ def static_text(value: object) -> str:
 
 def _named_arguments(
     signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> Iterator[tuple[str, bool, Any]]:
-    """``(parameter name, passed by keyword, value)`` per argument, in call order."""
+) -> Iterator[tuple[str, bool, Any, bool]]:
+    """``(parameter name, passed by keyword, value, is *args)`` per argument, in call order."""
     if signature is not None:
         try:
             bound = signature.bind(*args, **kwargs)
@@ -226,18 +239,21 @@ def _named_arguments(
                 kind = signature.parameters[name].kind
                 if kind is inspect.Parameter.VAR_KEYWORD:
                     for key, item in value.items():
-                        yield key, True, item
+                        yield key, True, item, False
+                elif kind is inspect.Parameter.VAR_POSITIONAL:
+                    yield name, False, value, True
                 else:
-                    yield (
-                        name,
-                        name in kwargs and kind is not inspect.Parameter.VAR_POSITIONAL,
-                        value,
-                    )
+                    yield name, name in kwargs, value, False
             return
     for index, value in enumerate(args):
-        yield f"args[{index}]", False, value
+        yield f"args[{index}]", False, value, False
     for key, value in kwargs.items():
-        yield key, True, value
+        yield key, True, value, False
+
+
+def is_abstract(value: object) -> bool:
+    """Whether a recorded leaf value is an abstract value (else: a non-array leaf)."""
+    return isinstance(value, AbstractValue)
 
 
 def _abstract(leaf: Any) -> Any:
@@ -246,8 +262,8 @@ def _abstract(leaf: Any) -> Any:
         return leaf.aval
     try:
         return jax.typeof(leaf)
-    except Exception:  # not an array: JAX would refuse it; keep its text
-        return static_text(leaf)
+    except Exception:  # not an array: JAX would refuse it; keep the leaf
+        return leaf
 
 
 def record(
@@ -264,14 +280,14 @@ def record(
     tree_util: Any = jax.tree_util
     flatten = tree_util.tree_flatten_with_path
     recorded: list[Argument] = []
-    for name, keyword, value in _named_arguments(signature, args, kwargs):
+    for name, keyword, value, star in _named_arguments(signature, args, kwargs):
         if name in static_argnames:
-            recorded.append(Argument(name, keyword, True, None, ((),), (static_text(value),)))
+            recorded.append(Argument(name, keyword, True, None, ((),), (value,)))
             continue
         flat, treedef = flatten(value)
         paths = tuple(path for path, _ in flat)
         values = tuple(_abstract(leaf) for _, leaf in flat)
-        recorded.append(Argument(name, keyword, False, treedef, paths, values))
+        recorded.append(Argument(name, keyword, False, treedef, paths, values, star))
     mesh: AbstractMesh = jax.sharding.get_abstract_mesh()
     return TracedSignature(0, tuple(recorded), mesh, private.trace_config())
 
@@ -280,14 +296,3 @@ def unrecorded(error: Exception) -> TracedSignature:
     """Stands in for a signature that could not be recorded (an exotic leaf)."""
     argument = Argument("(unrecorded)", False, True, None, ((),), (type(error).__name__,))
     return TracedSignature(0, (argument,), _NO_MESH, ())
-
-
-class TraceHistory(tuple[TracedSignature, ...]):
-    """The traced signatures of an object, oldest first; prints as a table."""
-
-    __slots__ = ()
-
-    def __str__(self) -> str:
-        from tinax._src.diff import history_table
-
-        return history_table(self)
