@@ -126,6 +126,15 @@ class TracedSignature:
     def config(self) -> tuple[tuple[str, str], ...]:
         return tuple((name, repr(value)) for name, value in self.config_values)
 
+    def abstract_arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """This trace's arguments back as ``(args, kwargs)``: a `jax.ShapeDtypeStruct`
+        per array leaf, static arguments as the values traced, tree structure as
+        recorded. Passing them to ``lower``, ``eval_shape`` or ``explain`` hits this trace.
+        """
+        from tinax._src.abstract import abstract_arguments
+
+        return abstract_arguments(self)
+
     def numbered(self, number: int, **facts: Any) -> TracedSignature:
         """This signature with another trace number (and optionally other per-trace facts:
         ``call_site``, ``trace_seconds``, ``compile_seconds``)."""
