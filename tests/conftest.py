@@ -37,3 +37,25 @@ def mesh8():
 def explicit_mesh8():
     """An 8-device, one-axis Explicit mesh."""
     return jax.make_mesh((8,), ("x",), axis_types=(AxisType.Explicit,))
+
+
+@pytest.fixture(autouse=True)
+def _messages_fit_in_200_characters(monkeypatch):
+    """Every error, explain report and history table any test produces: no line over 200."""
+    from tinax._src import report
+
+    def checked(text):
+        longest = max((len(line) for line in text.splitlines()), default=0)
+        assert longest <= report.LINE_LIMIT, f"a line of {longest} characters:\n{text}"
+        return text
+
+    error_init = report.TraceBudgetError.__init__
+    explanation_str = report.Explanation.__str__
+    table = report.history_table
+
+    def init(self, message, **fields):
+        error_init(self, checked(message), **fields)
+
+    monkeypatch.setattr(report.TraceBudgetError, "__init__", init)
+    monkeypatch.setattr(report.Explanation, "__str__", lambda self: checked(explanation_str(self)))
+    monkeypatch.setattr(report, "history_table", lambda history: checked(table(history)))

@@ -1,24 +1,36 @@
-"""How a call differs from earlier traces, and how to say it to a person.
+"""What differs between a call and earlier traces, as data.
 
-Used by the budget error, by ``explain`` and by the printed history; runs only
-when one of those is asked for, never on the call path.
+The second step of the diagnosis (record, compare, report). Two questions are
+kept apart:
+
+- ``matches``: would JAX's trace cache treat the two calls alike? It compares
+  exactly what JAX keys on: abstract values and tree structures with ``==``,
+  static arguments by type, ``hash`` and ``==``. Never text.
+- ``differences``: where and how two signatures differ, located to the leaf,
+  the dict key or the dataclass field, for people (the report step prints
+  them). It only runs for a call that does not match.
+
+Runs only when an error, ``explain`` or the history is asked for, never on the
+call path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
 
 import attrs
+import jax
 
 from tinax._src.record import (
     Argument,
     Leaf,
     TracedSignature,
+    is_abstract,
     leaves_of,
     mesh_text,
-    static_text,
-    structure_text,
+    value_text,
 )
 
 _SAME_ARGUMENTS = (
@@ -37,6 +49,10 @@ HINTS = {
     "type": "pass inputs of one abstract type (memory space, varying manual axes)",
     "static value": "every new value of a static argument is a new trace: keep it fixed, "
     "or do not mark it static and pass it as an array",
+    "static equality": "JAX finds static arguments by hash and ==: define __eq__ and __hash__ "
+    "by value (e.g. @dataclass(frozen=True)), or pass the same object on every call",
+    "static field": "a pytree node's static (metadata) field is part of the tree structure: "
+    "keep it fixed, or make it a data field holding an array",
     "tree structure": "keep the tree structure fixed between calls "
     "(same keys, same lengths, None in the same places)",
     "passing": "pass each argument the same way on every call, positionally or by keyword: "
@@ -45,21 +61,30 @@ HINTS = {
     "missing argument": _SAME_ARGUMENTS,
 }
 
+_MAX_DEPTH = 12  # how deep static values and tree nodes are searched for the difference
+
 
 @attrs.frozen
 class Difference:
     """One difference between an earlier trace and a new call.
 
     Attributes:
-        path: The argument or leaf that changed, e.g. ``batch['x']``, or
-            ``ambient mesh`` / ``jax config <option>``.
-        before: Its abstract value in the earlier trace.
-        after: Its abstract value in the new call.
+        path: The argument, leaf or field that changed, e.g. ``batch['x']`` or
+            ``config.activation``, or ``ambient mesh`` / ``jax config <option>``.
+        before: Its value in the earlier trace (abstract value, static value
+            or tree node), as text.
+        after: Its value in the new call, as text.
         kinds: What changed, e.g. ``("shape",)`` or ``("dtype", "weak type")``;
             one of ``shape``, ``dtype``, ``weak type``, ``sharding``, ``type``,
-            ``static value``, ``tree structure``, ``passing``, ``new argument``,
+            ``static value``, ``static equality``, ``static field``,
+            ``tree structure``, ``passing``, ``new argument``,
             ``missing argument``, ``mesh``, ``config``.
         detail: The parenthesized description in the printed line.
+        fix: A fix specific to this difference, where there is one (else the
+            usual fix for its kind, `hint`, applies).
+        cause: ``(before, after, detail)`` of the change independent of where it
+            happened: equal for differences with one cause (the same dtype
+            cast, the same move onto a mesh), which the report groups.
     """
 
     path: str
@@ -67,16 +92,85 @@ class Difference:
     after: str
     kinds: tuple[str, ...]
     detail: str
+    fix: str | None = attrs.field(default=None, kw_only=True)
+    cause: tuple[str, ...] | None = attrs.field(default=None, kw_only=True, repr=False)
 
     @property
     def hint(self) -> str:
-        """The usual fix for the first kind of change."""
-        return HINTS[self.kinds[0]]
+        """The fix for this difference: its own, else the usual one for its first kind."""
+        return self.fix or HINTS[self.kinds[0]]
 
     def __str__(self) -> str:
-        if self.kinds == ("tree structure",):
-            return f"{self.path}: tree structure changed: {self.before} -> {self.after}"
+        if self.before == ABSENT:
+            return f"{self.path}: added ({self.after})"
+        if self.after == ABSENT:
+            return f"{self.path}: removed ({self.before})"
         return f"{self.path}: {self.before} -> {self.after} ({self.detail})"
+
+
+ABSENT = "(absent)"
+
+
+# --- does JAX's cache treat two calls alike? -----------------------------------------------
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a == b`` as a plain bool; an ``==`` that raises or is ambiguous is unequal."""
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def static_equal(a: Any, b: Any) -> bool:
+    """Whether JAX's cache finds static value ``b`` under ``a``: same type, hash and ``==``.
+
+    JAX boxes static arguments in ``_HashableWithStrictTypeEquality``: a
+    dictionary lookup by ``hash``, then ``type(a) is type(b) and a == b``.
+    """
+    if type(a) is not type(b):
+        return False
+    try:
+        if hash(a) != hash(b):
+            return False
+    except Exception:  # unhashable: JAX refuses the call
+        return False
+    return a is b or _same(a, b)
+
+
+def _arguments_match(old: Argument, new: Argument) -> bool:
+    if (old.name, old.keyword, old.static) != (new.name, new.keyword, new.static):
+        return False
+    if old.static:
+        return static_equal(old.values[0], new.values[0])
+    if not _same(old.treedef, new.treedef) or len(old.values) != len(new.values):
+        return False
+    return all(
+        is_abstract(a) and is_abstract(b) and _same(a, b)
+        for a, b in zip(old.values, new.values, strict=True)
+    )
+
+
+def matches(old: TracedSignature, new: TracedSignature) -> bool:
+    """Whether JAX would run ``new`` from the trace recorded as ``old``."""
+    if len(old.recorded) != len(new.recorded):
+        return False
+    if not _same(old.abstract_mesh, new.abstract_mesh):
+        return False
+    if not _same(old.config_values, new.config_values):
+        return False
+    return all(_arguments_match(a, b) for a, b in zip(old.recorded, new.recorded, strict=True))
+
+
+def reused(history: Sequence[TracedSignature], new: TracedSignature) -> TracedSignature | None:
+    """The earlier trace JAX would run ``new`` from, or ``None`` if it would trace."""
+    for old in history:
+        if matches(old, new):
+            return old
+    return None
+
+
+# --- where do they differ? -----------------------------------------------------------------
 
 
 def _python_scalar(dtype: str | None) -> str:
@@ -95,11 +189,22 @@ def _placement(leaf: Leaf) -> str:
     return leaf.mesh if leaf.sharding is None else f"{leaf.sharding} on {leaf.mesh}"
 
 
-def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
-    if old.kind == "static" or new.kind == "static":
+def _placement_fix(old: Leaf, new: Leaf) -> str:
+    """The `jax.device_put` that makes every call look like the earlier trace (or, when
+    that one was off any mesh, like this call)."""
+    placed = old if old.mesh is not None else new
+    spec = placed.sharding or "P()"
+    return (
+        "give inputs one sharding on every call, the first included: "
+        f"jax.device_put(x, NamedSharding(mesh, {spec}))"
+    )
+
+
+def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
+    if old.kind == "static" or new.kind == "static":  # a leaf that is not an array
         if old.kind == new.kind and old.text == new.text:
             return None
-        return Difference(new.path, old.text, new.text, ("static value",), "static argument value")
+        return Difference(path, old.text, new.text, ("type",), "not an array")
     kinds: list[str] = []
     details: list[str] = []
     for kind, changed in (
@@ -111,6 +216,7 @@ def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
         if changed:
             kinds.append(kind)
             details.append(kind)
+    fix = None
     if old.weak_type != new.weak_type:
         scalar = _python_scalar(old.dtype if old.weak_type else new.dtype)
         became = (
@@ -119,32 +225,371 @@ def _leaf_difference(old: Leaf, new: Leaf) -> Difference | None:
             else f"an array became a Python {scalar}"
         )
         details[kinds.index("weak type")] = f"weak type: {became}"
-    if "sharding" in kinds and old.text == new.text:  # the types print alike: say where
-        details[kinds.index("sharding")] = f"sharding: {_placement(old)} -> {_placement(new)}"
+    if "sharding" in kinds:
+        fix = _placement_fix(old, new)
+        if old.text == new.text:  # the types print alike: say where
+            details[kinds.index("sharding")] = f"sharding: {_placement(old)} -> {_placement(new)}"
+    cause = (old.text, new.text)
+    if kinds == ["dtype"]:
+        cause = (str(old.dtype), str(new.dtype))
+    elif kinds == ["weak type"]:
+        weak, strong = "weak-typed", "not weak-typed"
+        cause = (weak, strong) if old.weak_type else (strong, weak)
+    elif kinds == ["sharding"]:
+        cause = (_placement(old), _placement(new))
     if not kinds:
         if old.text == new.text:
             return None
         kinds, details = ["type"], ["abstract type"]
-    return Difference(new.path, old.text, new.text, tuple(kinds), ", ".join(details))
-
-
-def _argument_text(argument: Argument) -> str:
-    if argument.static:
-        return static_text(argument.values[0])
-    if len(argument.values) == 1 and not argument.paths[0]:
-        return next(leaves_of(argument)).text
-    return structure_text(argument)
+    return Difference(
+        path,
+        old.text,
+        new.text,
+        tuple(kinds),
+        ", ".join(details),
+        fix=fix,
+        cause=(*cause, ", ".join(details)),
+    )
 
 
 def _how(argument: Argument) -> str:
     return "by keyword" if argument.keyword else "by position"
 
 
-def _same(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
+# Static values: located to the field that differs.
+
+
+def _fields(value: Any) -> list[tuple[str, Any]] | None:
+    """``(accessor text, child)`` for a value whose parts can be compared one by one."""
+    kind: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [
+            (f".{field.name}", getattr(value, field.name, None))
+            for field in dataclasses.fields(value)
+            if field.compare
+        ]
+    if attrs.has(kind):
+        return [
+            (f".{field.name}", getattr(value, field.name, None))
+            for field in attrs.fields(kind)
+            if field.eq
+        ]
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):  # a namedtuple
+        names: tuple[str, ...] = getattr(kind, "_fields", ())
+        return [(f".{name}", getattr(value, name, None)) for name in names]  # pyright: ignore[reportUnknownArgumentType]
+    return None
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def static_differences(
+    path: str, old: Any, new: Any, *, detail: str, kind: str, strict: bool = True, depth: int = 0
+) -> list[Difference]:
+    """Where two static values differ, as JAX's cache sees them.
+
+    ``strict`` compares as JAX keys static arguments (type, hash, ``==``); the
+    parts inside are compared with ``==``, as the value's own ``__eq__`` does.
+    """
+    if static_equal(old, new) if strict else (old is new or _same(old, new)):
+        return []
+    before, after = value_text(old), value_text(new)
+    if type(old) is not type(new):
+        if not (callable(old) and callable(new)):  # two functions differ by more than type
+            detail = f"{detail}, type: {_type_name(old)} -> {_type_name(new)}"
+        return [Difference(path, before, after, (kind,), detail)]
+    found: list[Difference] = []
+    if depth < _MAX_DEPTH:
+        found = list(_part_differences(path, old, new, detail=detail, kind=kind, depth=depth))
+    if found:
+        return found
+    if before == after:
+        return [
+            Difference(
+                path,
+                before,
+                after,
+                ("static equality",),
+                f"{_type_name(new)} is equal by repr but not by == or hash",
+            )
+        ]
+    return [Difference(path, before, after, (kind,), detail)]
+
+
+def _part_differences(
+    path: str, old: Any, new: Any, *, detail: str, kind: str, depth: int
+) -> Iterator[Difference]:
+    """The differences between the parts of two values of one type (fields, keys, items)."""
+    nested: dict[str, Any] = {"detail": detail, "kind": kind, "strict": False, "depth": depth + 1}
+    parts = _fields(old)
+    if parts is not None:
+        for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False):
+            yield from static_differences(path + name, a, b, **nested)
+    elif isinstance(old, dict):
+        old_map = cast(dict[Any, Any], old)
+        new_map = cast(dict[Any, Any], new)
+        for key, value in old_map.items():
+            if key not in new_map:
+                yield Difference(f"{path}[{key!r}]", value_text(value), ABSENT, (kind,), detail)
+            else:
+                yield from static_differences(f"{path}[{key!r}]", value, new_map[key], **nested)
+        for key, value in new_map.items():
+            if key not in old_map:
+                yield Difference(f"{path}[{key!r}]", ABSENT, value_text(value), (kind,), detail)
+    elif isinstance(old, list | tuple):
+        old_items = cast(Sequence[Any], old)
+        new_items = cast(Sequence[Any], new)
+        if len(old_items) != len(new_items):
+            yield Difference(
+                path,
+                f"{_type_name(old)} of {len(old_items)}",  # pyright: ignore[reportUnknownArgumentType]
+                f"{_type_name(new)} of {len(new_items)}",
+                (kind,),
+                f"{detail}: length changed",
+            )
+        for index, (a, b) in enumerate(zip(old_items, new_items, strict=False)):
+            yield from static_differences(f"{path}[{index}]", a, b, **nested)
+
+
+# Tree structures: located to the node that differs.
+
+
+def _node(treedef: Any) -> tuple[Any, Any] | None:
+    """``(node type, auxiliary data)`` of a tree's root, or ``None`` for a leaf."""
+    data: tuple[Any, Any] | None = treedef.node_data()
+    return data
+
+
+def _node_name(treedef: Any) -> str:
+    data = _node(treedef)
+    if data is None:
+        return "an array"
+    if data[0] is type(None):
+        return "None"
+    return data[0].__name__
+
+
+def _structure_text(treedef: Any) -> str:
+    text = str(treedef)
+    if text.startswith("PyTreeDef(") and text.endswith(")"):
+        text = text[len("PyTreeDef(") : -1]
+    return text
+
+
+class _Side:
+    """One side of a tree comparison: an argument's leaves, paths and text views."""
+
+    def __init__(self, name: str, argument: Argument) -> None:
+        self.name = name
+        self.argument = argument
+        self._leaves: list[Leaf] | None = None
+
+    def leaf(self, index: int) -> Leaf:
+        if self._leaves is None:
+            self._leaves = list(leaves_of(self.argument))
+        return self._leaves[index]
+
+    def key(self, start: int, count: int, depth: int) -> str | None:
+        """The key text of the node at ``depth`` above leaves ``start..start+count``."""
+        if count == 0:
+            return None
+        path = self.argument.paths[start]
+        if depth >= len(path):
+            return None
+        tree_util: Any = jax.tree_util
+        text: str = tree_util.keystr((path[depth],))
+        return text
+
+    def text(self, treedef: Any, start: int) -> str:
+        """A subtree as text: the abstract value for a leaf, else the structure."""
+        if _node(treedef) is None:
+            return self.leaf(start).text
+        if treedef.num_leaves == 1 and treedef.num_nodes == 2:
+            return self.leaf(start).text
+        return _structure_text(treedef)
+
+
+def _child_keys(side: _Side, treedef: Any, start: int, depth: int) -> list[str]:
+    """The key text of each child of a node (``['w']``, ``[0]``, ``.field``)."""
+    data = _node(treedef)
+    kind: Any = None if data is None else data[0]
+    aux: Any = None if data is None else data[1]
+    keys: list[str] = []
+    offset = start
+    for index, child in enumerate(treedef.children()):
+        key = side.key(offset, child.num_leaves, depth)
+        if key is None:
+            names: Any = getattr(kind, "_fields", None)
+            if kind is dict and isinstance(aux, list | tuple):
+                key = f"[{aux[index]!r}]"
+            elif isinstance(names, tuple) and index < len(cast(tuple[str, ...], names)):
+                key = f".{cast(tuple[str, ...], names)[index]}"
+            else:
+                key = f"[{index}]"
+        keys.append(key)
+        offset += child.num_leaves
+    return keys
+
+
+def _aux_fields(kind: Any, aux: Any, data_keys: Sequence[str]) -> list[tuple[str, Any]] | None:
+    """Names for the parts of a custom node's auxiliary data, where they can be told.
+
+    Covers registered dataclasses (`jax.tree_util.register_dataclass`: the meta
+    fields), equinox Modules (one entry per field), and nodes whose data pairs
+    a tuple of names with a tuple of values (`flax.nnx` modules).
+    """
+    if isinstance(aux, tuple):
+        items = cast(tuple[Any, ...], aux)
+        for index in reversed(range(len(items) - 1)):
+            names, values = items[index], items[index + 1]
+            if (
+                isinstance(names, tuple)
+                and isinstance(values, tuple)
+                and names
+                and len(names) == len(values)  # pyright: ignore[reportUnknownArgumentType]
+                and all(isinstance(name, str) for name in names)  # pyright: ignore[reportUnknownVariableType]
+            ):
+                return [(f".{name}", value) for name, value in zip(names, values, strict=True)]  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if dataclasses.is_dataclass(kind):
+            names_all = [field.name for field in dataclasses.fields(kind)]
+            if len(names_all) == len(items):
+                return [(f".{name}", value) for name, value in zip(names_all, items, strict=True)]
+            meta = [name for name in names_all if f".{name}" not in data_keys]
+            if len(meta) == len(items):
+                return [(f".{name}", value) for name, value in zip(meta, items, strict=True)]
+    if isinstance(aux, dict):
+        mapping = cast(dict[Any, Any], aux)
+        return [(f"[{key!r}]", value) for key, value in mapping.items()]
+    return None
+
+
+def _aux_differences(
+    path: str, kind: Any, old_aux: Any, new_aux: Any, data_keys: Sequence[str]
+) -> list[Difference]:
+    detail = f"static field of {getattr(kind, '__name__', 'node')}"
+    old_fields = _aux_fields(kind, old_aux, data_keys)
+    new_fields = _aux_fields(kind, new_aux, data_keys)
+    if old_fields is not None and new_fields is not None:
+        old_map, new_map = dict(old_fields), dict(new_fields)
+        found: list[Difference] = []
+        for name, value in old_fields:
+            if name not in new_map:
+                found.append(
+                    Difference(path + name, value_text(value), ABSENT, ("static field",), detail)
+                )
+            elif not (value is new_map[name] or _same(value, new_map[name])):
+                found.extend(
+                    static_differences(
+                        path + name,
+                        value,
+                        new_map[name],
+                        detail=detail,
+                        kind="static field",
+                        strict=False,
+                        depth=1,
+                    )
+                )
+        for name, value in new_fields:
+            if name not in old_map:
+                found.append(
+                    Difference(path + name, ABSENT, value_text(value), ("static field",), detail)
+                )
+        return found  # empty: only the children's names changed, found by the walk
+    return static_differences(
+        path, old_aux, new_aux, detail=detail, kind="static field", strict=False, depth=1
+    ) or [Difference(path, value_text(old_aux), value_text(new_aux), ("static field",), detail)]
+
+
+def _tree_differences(
+    path: str,
+    old: _Side,
+    old_tree: Any,
+    old_start: int,
+    new: _Side,
+    new_tree: Any,
+    new_start: int,
+    depth: int,
+) -> Iterator[Difference]:
+    """The differences between two subtrees, walked node by node."""
+    old_node, new_node = _node(old_tree), _node(new_tree)
+    if old_node is None and new_node is None:  # two leaves
+        difference = _leaf_difference(path, old.leaf(old_start), new.leaf(new_start))
+        if difference is not None:
+            yield difference
+        return
+    if old_node is None or new_node is None or old_node[0] is not new_node[0]:
+        before, after = old.text(old_tree, old_start), new.text(new_tree, new_start)
+        old_name, new_name = _node_name(old_tree), _node_name(new_tree)
+        detail = f"tree structure: {old_name} became {new_name}"
+        yield Difference(path, before, after, ("tree structure",), detail)
+        return
+    kind, old_aux = old_node
+    new_aux = new_node[1]
+    old_children, new_children = old_tree.children(), new_tree.children()
+    old_keys = _child_keys(old, old_tree, old_start, depth)
+    new_keys = _child_keys(new, new_tree, new_start, depth)
+    old_offsets = _offsets(old_children, old_start)
+    new_offsets = _offsets(new_children, new_start)
+    if kind is not dict and not _same(old_aux, new_aux):
+        yield from _aux_differences(path, kind, old_aux, new_aux, old_keys)
+    if kind is dict or (_keyed(kind) and old_keys != new_keys):
+        new_index = {key: index for index, key in enumerate(new_keys)}
+        for index, key in enumerate(old_keys):
+            if key not in new_index:
+                before = old.text(old_children[index], old_offsets[index])
+                yield Difference(path + key, before, ABSENT, ("tree structure",), "key removed")
+        old_index = {key: index for index, key in enumerate(old_keys)}
+        for index, key in enumerate(new_keys):
+            earlier = old_index.get(key)
+            if earlier is None:
+                after = new.text(new_children[index], new_offsets[index])
+                yield Difference(path + key, ABSENT, after, ("tree structure",), "key added")
+                continue
+            yield from _tree_differences(
+                path + key,
+                old,
+                old_children[earlier],
+                old_offsets[earlier],
+                new,
+                new_children[index],
+                new_offsets[index],
+                depth + 1,
+            )
+        return
+    if len(old_children) != len(new_children):
+        yield Difference(
+            path,
+            f"{kind.__name__} of {len(old_children)}",
+            f"{kind.__name__} of {len(new_children)}",
+            ("tree structure",),
+            "tree structure: length changed",
+        )
+    for index, (old_child, new_child) in enumerate(zip(old_children, new_children, strict=False)):
+        key = new_keys[index] if new_keys[index] == old_keys[index] else f"[{index}]"
+        yield from _tree_differences(
+            path + key,
+            old,
+            old_child,
+            old_offsets[index],
+            new,
+            new_child,
+            new_offsets[index],
+            depth + 1,
+        )
+
+
+def _keyed(kind: Any) -> bool:
+    """Whether a node's children are found by name rather than position."""
+    return kind not in (list, tuple)
+
+
+def _offsets(children: Sequence[Any], start: int) -> list[int]:
+    offsets: list[int] = []
+    for child in children:
+        offsets.append(start)
+        start += child.num_leaves
+    return offsets
 
 
 def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
@@ -152,34 +597,50 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
     if old.keyword != new.keyword:
         found.append(Difference(new.name, _how(old), _how(new), ("passing",), "passed differently"))
     if old.static or new.static:
-        if old.static != new.static or not _same(old.values[0], new.values[0]):
-            before, after = _argument_text(old), _argument_text(new)
+        if old.static != new.static:
+            before, after = argument_text(old), argument_text(new)
             found.append(
                 Difference(new.name, before, after, ("static value",), "static argument value")
             )
+        elif not static_equal(old.values[0], new.values[0]):
+            found.extend(
+                static_differences(
+                    new.name,
+                    old.values[0],
+                    new.values[0],
+                    detail="static argument value",
+                    kind="static value",
+                )
+            )
         return found
-    if not _same(old.treedef, new.treedef):
-        before, after = structure_text(old), structure_text(new)
-        found.append(Difference(new.name, before, after, ("tree structure",), "tree structure"))
+    old_side, new_side = _Side(old.name, old), _Side(new.name, new)
+    if _same(old.treedef, new.treedef):  # the common case: compare leaf by leaf
+        for index, (before, after) in enumerate(zip(old.values, new.values, strict=True)):
+            if is_abstract(before) and is_abstract(after) and _same(before, after):
+                continue
+            path = new_side.leaf(index).path
+            difference = _leaf_difference(path, old_side.leaf(index), new_side.leaf(index))
+            if difference is not None:
+                found.append(difference)
         return found
-    old_leaves: list[Leaf] | None = None
-    new_leaves: list[Leaf] | None = None
-    for index, (before, after) in enumerate(zip(old.values, new.values, strict=True)):
-        if _same(before, after):
-            continue
-        old_leaves = old_leaves or list(leaves_of(old))
-        new_leaves = new_leaves or list(leaves_of(new))
-        difference = _leaf_difference(old_leaves[index], new_leaves[index])
-        if difference is not None:
-            found.append(difference)
+    found.extend(_tree_differences(new.name, old_side, old.treedef, 0, new_side, new.treedef, 0, 0))
     return found
+
+
+def argument_text(argument: Argument) -> str:
+    """A whole argument as text: its static value, abstract value or tree structure."""
+    if argument.static:
+        return value_text(argument.values[0])
+    if len(argument.values) == 1 and not argument.paths[0]:
+        return next(leaves_of(argument)).text
+    return _structure_text(argument.treedef)
 
 
 def differences(old: TracedSignature, new: TracedSignature) -> tuple[Difference, ...]:
     """What differs between two signatures: mesh, config, then argument by argument.
 
-    Empty exactly when JAX's trace cache would treat the two calls alike, as
-    far as the signature shows (static arguments are compared by ``repr``).
+    Located to the leaf, key or field. Empty when the two match (`matches`);
+    also empty, in principle, for a difference the signature cannot show.
     """
     found: list[Difference] = []
     if not _same(old.abstract_mesh, new.abstract_mesh):
@@ -197,7 +658,7 @@ def differences(old: TracedSignature, new: TracedSignature) -> tuple[Difference,
     for argument in new.recorded:
         earlier = old_arguments.get(argument.name)
         if earlier is None:
-            after = _argument_text(argument)
+            after = argument_text(argument)
             found.append(
                 Difference(argument.name, "(not passed)", after, ("new argument",), "new argument")
             )
@@ -205,7 +666,7 @@ def differences(old: TracedSignature, new: TracedSignature) -> tuple[Difference,
             found.extend(_argument_differences(earlier, argument))
     for argument in old.recorded:
         if argument.name not in new_names:
-            before = _argument_text(argument)
+            before = argument_text(argument)
             kinds = ("missing argument",)
             found.append(Difference(argument.name, before, "(not passed)", kinds, "not passed now"))
     return tuple(found)
@@ -214,10 +675,13 @@ def differences(old: TracedSignature, new: TracedSignature) -> tuple[Difference,
 def closest(
     history: Sequence[TracedSignature], new: TracedSignature
 ) -> tuple[TracedSignature | None, tuple[Difference, ...]]:
-    """The earlier trace with the fewest differences (the latest on ties)."""
+    """The earlier trace with the fewest differences (the latest on ties); a trace that
+    ``new`` matches exactly wins outright."""
     best: TracedSignature | None = None
     best_differences: tuple[Difference, ...] = ()
     for old in history:
+        if matches(old, new):
+            return old, ()
         found = differences(old, new)
         if best is None or len(found) <= len(best_differences):
             best, best_differences = old, found

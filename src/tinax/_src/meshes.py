@@ -86,9 +86,13 @@ def bind_mesh(function: Callable[..., R], mesh: Mesh | None, owner: str) -> Call
     ambient = private.mesh_is_ambient
 
     def call_under_mesh(*args: Any, **kwargs: Any) -> R:
-        if ambient(mesh, abstract):
-            return function(*args, **kwargs)
-        with mesh_scope(mesh, owner):
-            return function(*args, **kwargs)
+        try:  # free unless something is raised (zero-cost exceptions)
+            if ambient(mesh, abstract):
+                return function(*args, **kwargs)
+            with mesh_scope(mesh, owner):
+                return function(*args, **kwargs)
+        except Exception as error:
+            private.filter_traceback(error)  # this frame too: the user's call is the last
+            raise
 
     return call_under_mesh

@@ -101,3 +101,29 @@ def trace_config() -> tuple[tuple[str, Any], ...]:
     return tuple(
         (name, value) for name, value in zip(names, values, strict=False) if name not in _NOT_CONFIG
     )
+
+
+def hide_from_tracebacks(path: str) -> None:
+    """Hides the frames of files under ``path`` from tracebacks, as JAX hides its own
+    (``JAX_TRACEBACK_FILTERING=off`` shows them again). Equinox does the same; JAX
+    has no public API for it."""
+    from jax._src import traceback_util
+
+    register: Any = traceback_util.register_exclusion
+    register(path)
+
+
+def filter_traceback(error: BaseException) -> None:
+    """Drops the hidden frames (JAX's, tinax's) from ``error``'s traceback, unless
+    ``JAX_TRACEBACK_FILTERING`` says not to. Re-raise ``error`` with a bare ``raise``
+    afterwards, so that the re-raising frame is not added back."""
+    from jax._src import traceback_util
+
+    util: Any = traceback_util
+    try:
+        mode = util._filtering_mode()  # pyright: ignore[reportPrivateUsage]
+    except Exception:
+        return
+    if mode in ("off", "tracebackhide") or error.__traceback__ is None:
+        return
+    error.with_traceback(util.filter_traceback(error.__traceback__))

@@ -23,6 +23,7 @@ from jax.sharding import AbstractMesh
 from tinax._src import private
 
 _STATIC_REPR_LIMIT = 60
+_LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())
 
 
@@ -196,7 +197,13 @@ def short_dtype(name: str) -> str:
 
 
 def array_leaf(argument: str, path: str, aval: Any) -> Leaf:
-    shape = tuple(int(d) for d in aval.shape)
+    """The text view of an abstract value: any of JAX's (arrays, PRNG keys, float0,
+    tokens...); what a kind lacks (a token has no shape) is left ``None``."""
+    shape_of = getattr(aval, "shape", None)
+    shape = None if shape_of is None else tuple(int(d) for d in shape_of)
+    dtype_of = getattr(aval, "dtype", None)
+    dtype = None if dtype_of is None else short_dtype(str(dtype_of))
+    weak = bool(getattr(aval, "weak_type", False))
     sharding = getattr(aval, "sharding", None)
     mesh = getattr(sharding, "mesh", None)
     spec = mesh_name = None
@@ -204,11 +211,13 @@ def array_leaf(argument: str, path: str, aval: Any) -> Leaf:
         mesh_name = mesh_text(mesh)
         if _has_explicit_axis(mesh):
             spec = str(getattr(sharding, "spec", None))
-    text = aval.str_short(short_dtypes=True)
-    if aval.weak_type:
+    try:
+        text = aval.str_short(short_dtypes=True)
+    except Exception:  # an abstract value with no short form (a token)
+        text = str(aval)
+    if weak:
         text = "weak-typed " + text
-    dtype = short_dtype(str(aval.dtype))
-    return Leaf(argument, path, "array", text, shape, dtype, bool(aval.weak_type), spec, mesh_name)
+    return Leaf(argument, path, "array", text, shape, dtype, weak, spec, mesh_name)
 
 
 def _axis_type_name(axis_type: Any) -> str:
@@ -220,15 +229,28 @@ def _has_explicit_axis(mesh: Any) -> bool:
     return any(_axis_type_name(axis_type) == "Explicit" for axis_type in types)
 
 
-def static_text(value: object) -> str:
-    """``repr(value)``, truncated; never raises."""
+def value_text(value: object, limit: int = _LONG_TEXT) -> str:
+    """How a value reads to a person: its ``repr``, a function as ``<function name>``,
+    cut at ``limit`` characters; never raises."""
     try:
         text = repr(value)
     except Exception:
         text = object.__repr__(value)
-    if len(text) > _STATIC_REPR_LIMIT:
-        text = text[: _STATIC_REPR_LIMIT - 3] + "..."
+    if text.startswith("<") and callable(value) and not isinstance(value, type):
+        try:  # <function relu at 0x7f...>, <...custom_jvp object at 0x...>: the name says more
+            name = getattr(value, "__name__", None)
+        except Exception:
+            name = None
+        if isinstance(name, str):
+            text = f"<function {name}>"
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
     return text
+
+
+def static_text(value: object) -> str:
+    """A static value as a history cell: `value_text`, short."""
+    return value_text(value, _STATIC_REPR_LIMIT)
 
 
 # --- recording -----------------------------------------------------------------------------
@@ -299,6 +321,19 @@ def record(
         recorded.append(Argument(name, keyword, False, treedef, paths, values, star))
     mesh: AbstractMesh = jax.sharding.get_abstract_mesh()
     return TracedSignature(0, tuple(recorded), mesh, private.trace_config())
+
+
+def binding_error(
+    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> str | None:
+    """The `TypeError` a call with these arguments would raise on binding, as text."""
+    if signature is None:
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        return f"TypeError: {error}"
+    return None
 
 
 def unrecorded(error: Exception) -> TracedSignature:

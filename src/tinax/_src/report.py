@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -97,8 +98,10 @@ def budget_error(
     name, location, where = _where(function)
     best, found = compare.closest(history, signature)
     lines = [
-        f"{where} exceeded its trace budget: max_traces={max_traces}, traces_used={used}; "
-        f"this call would be trace {attempt}.",
+        fit(
+            f"{where} exceeded its trace budget: max_traces={max_traces}, traces_used={used}; "
+            f"this call would be trace {attempt}."
+        ),
         "JAX traces and compiles again for every new abstract signature; this call was refused "
         "before tracing, and calls that match an earlier trace still run.",
         *explanation_lines(best, found, signature),
@@ -136,6 +139,10 @@ class Explanation:
         max_traces: The budget.
         closest: The earlier trace that differs least from the call, or ``None``.
         differences: What differs between ``closest`` and the call.
+        raises: For a call that does not fit the function's signature, the
+            `TypeError` it would raise (``"TypeError: missing a required
+            argument: 'y'"``), and the call neither traces nor reuses a trace;
+            else ``None``.
     """
 
     function_name: str
@@ -149,17 +156,23 @@ class Explanation:
     closest: TracedSignature | None
     differences: tuple[Difference, ...]
     attempt: int
+    raises: str | None = None
 
     def __str__(self) -> str:
         where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
+        if self.raises is not None:
+            return fit(
+                f"{where}: this call does not fit the function's signature and would raise "
+                f"{self.raises}; {budget}."
+            )
         if self.reuses is not None:
             return f"{where}: this call would reuse trace #{self.reuses.number}; {budget}."
         if self.exceeds_budget:
             head = f"{where}: this call would exceed the trace budget: {budget}; it would be"
         else:
             head = f"{where}: this call would trace again: {budget}; it would be"
-        lines = [f"{head} trace {self.attempt}."]
+        lines = [fit(f"{head} trace {self.attempt}.")]
         lines.extend(explanation_lines(self.closest, self.differences, self.signature))
         return "\n".join(lines)
 
@@ -171,11 +184,30 @@ def explain(
     used: int,
     attempt: int,
     signature: TracedSignature,
+    raises: str | None = None,
 ) -> Explanation:
-    """Whether ``signature`` would reuse one of the traces in ``history``, and why not."""
+    """Whether ``signature`` would reuse one of the traces in ``history``, and why not.
+
+    ``raises`` is the error of a call that does not bind to the function.
+    """
     name, location, _ = _where(function)
-    best, found = compare.closest(history, signature)
-    reuses = best if best is not None and not found else None
+    if raises is not None:
+        return Explanation(
+            function_name=name,
+            location=location,
+            signature=signature,
+            retraces=False,
+            reuses=None,
+            exceeds_budget=False,
+            traces_used=used,
+            max_traces=max_traces,
+            closest=None,
+            differences=(),
+            attempt=attempt,
+            raises=raises,
+        )
+    reuses = compare.reused(history, signature)
+    best, found = (reuses, ()) if reuses is not None else compare.closest(history, signature)
     return Explanation(
         function_name=name,
         location=location,
@@ -194,23 +226,134 @@ def explain(
 def explanation_lines(
     best: TracedSignature | None, found: tuple[Difference, ...], signature: TracedSignature
 ) -> list[str]:
-    """The diff block of the budget error and of ``explain``: differences, then fixes."""
+    """The diff block of the budget error and of ``explain``: differences, then fixes.
+
+    Differences with one cause (the same cast, the same move onto a mesh) share
+    a line; every line fits in `LINE_LIMIT` characters.
+    """
     if best is None:
-        return [f"No earlier trace to compare with. This call: {str(signature)[4:]}"]
+        return [fit(f"No earlier trace to compare with. This call: {str(signature)[4:]}")]
     if not found:
-        return [
-            f"Closest earlier trace: #{best.number}, with no difference in the abstract "
-            "signature: JAX retraced for a reason the signature does not show (a static "
-            "argument that prints the same but compares unequal, or jax.clear_caches())."
-        ]
+        if compare.matches(best, signature):
+            reason = (
+                f"Closest earlier trace: #{best.number}, which this call matches exactly: "
+                "JAX traced again because its cache was emptied (jax.clear_caches() or "
+                "clear_cache())."
+            )
+        else:
+            reason = (
+                f"Closest earlier trace: #{best.number}, which differs from this call in a way "
+                "the recorded signature does not show."
+            )
+        return [fit(reason)]
     count = f"{len(found)} difference{'s' if len(found) > 1 else ''}"
     lines = [f"Closest earlier trace: #{best.number} ({count}):"]
-    lines.extend(f"  {difference}" for difference in found[:_MAX_LISTED])
-    if len(found) > _MAX_LISTED:
-        lines.append(f"  ... and {len(found) - _MAX_LISTED} more")
+    listed = grouped_lines(found)
+    lines.extend(f"  {line}" for line in listed[:_MAX_LISTED])
+    if len(listed) > _MAX_LISTED:
+        rest = sum(listed_count for listed_count in _counts(found)[_MAX_LISTED:])
+        lines.append(f"  ... and {rest} more")
     lines.append("How to fix:")
-    kinds = dict.fromkeys(kind for difference in found for kind in difference.kinds)
-    lines.extend(f"  {kind}: {compare.HINTS[kind]}" for kind in kinds)
+    fixes: dict[str, str] = {}
+    for difference in found:
+        for kind in difference.kinds:
+            if kind not in fixes:
+                fixes[kind] = difference.fix or compare.HINTS[kind]
+    lines.extend(fit(f"  {kind}: {fix}") for kind, fix in fixes.items())
+    return lines
+
+
+# --- lines that fit ------------------------------------------------------------------------
+
+LINE_LIMIT = 200
+_GROUP_AT = 3  # this many differences with one cause share a line
+_PATH_PART = re.compile(r"[^.\[]+|\[[^\]]*\]|\.[^.\[]+")
+
+
+def fit(line: str, limit: int = LINE_LIMIT) -> str:
+    """``line``, elided in the middle to at most ``limit`` characters."""
+    if len(line) <= limit:
+        return line
+    keep = limit - 5
+    head = keep * 2 // 3
+    return f"{line[:head]} ... {line[len(line) - (keep - head) :]}"
+
+
+def _window(text: str, at: int, limit: int) -> str:
+    """At most ``limit`` characters of ``text`` around position ``at``."""
+    if len(text) <= limit:
+        return text
+    size = max(limit - 6, 1)
+    start = max(0, min(at - size // 3, len(text) - size))
+    piece = text[start : start + size]
+    return ("..." if start > 0 else "") + piece + ("..." if start + size < len(text) else "")
+
+
+def elide_pair(before: str, after: str, limit: int) -> tuple[str, str]:
+    """Two texts cut to ``limit`` characters each, keeping the part where they differ."""
+    at = 0
+    for a, b in zip(before, after, strict=False):
+        if a != b:
+            break
+        at += 1
+    return _window(before, at, limit), _window(after, at, limit)
+
+
+def _line(path: str, before: str, after: str, detail: str) -> str:
+    if before == compare.ABSENT or after == compare.ABSENT:
+        added = before == compare.ABSENT
+        text = after if added else before
+        return fit(f"{path}: {'added' if added else 'removed'} ({_window(text, 0, 120)})")
+    room = max((LINE_LIMIT - len(path) - len(detail) - 12) // 2, 40)
+    before, after = elide_pair(before, after, room)
+    return fit(f"{path}: {before} -> {after} ({detail})")
+
+
+def _common_prefix(paths: Sequence[str]) -> str:
+    """The longest run of whole path parts (``params``, ``['dense']``, ``.w``) all share."""
+    split = [_PATH_PART.findall(path) for path in paths]
+    common: list[str] = []
+    for parts in zip(*split, strict=False):
+        if any(part != parts[0] for part in parts):
+            break
+        common.append(parts[0])
+    if common:
+        return "".join(common)
+    return ", ".join(dict.fromkeys(parts[0] for parts in split if parts))
+
+
+def _groups(found: Sequence[Difference]) -> list[list[Difference]]:
+    """Differences in order, those with one cause (and more than a few) together."""
+    by_cause: dict[Any, list[Difference]] = {}
+    for index, difference in enumerate(found):
+        key = (difference.kinds, difference.cause) if difference.cause is not None else index
+        by_cause.setdefault(key, []).append(difference)
+    groups: list[list[Difference]] = []
+    for members in by_cause.values():
+        if len(members) >= _GROUP_AT:
+            groups.append(members)
+        else:
+            groups.extend([member] for member in members)
+    order = {id(difference): index for index, difference in enumerate(found)}
+    groups.sort(key=lambda members: order[id(members[0])])
+    return groups
+
+
+def _counts(found: Sequence[Difference]) -> list[int]:
+    return [len(members) for members in _groups(found)]
+
+
+def grouped_lines(found: Sequence[Difference]) -> list[str]:
+    """One line per difference, or per cause shared by several: ``params (13 leaves): ...``."""
+    lines: list[str] = []
+    for members in _groups(found):
+        if len(members) == 1:
+            [one] = members
+            lines.append(_line(one.path, one.before, one.after, one.detail))
+            continue
+        before, after, detail = members[0].cause or ("", "", "")
+        where = f"{_common_prefix([member.path for member in members])} ({len(members)} leaves)"
+        lines.append(_line(fit(where, 100), before, after, detail))
     return lines
 
 
