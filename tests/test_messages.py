@@ -1,5 +1,7 @@
 """What the budget error says: function, location, budget, each difference and its fix."""
 
+import dataclasses
+import functools
 import inspect
 
 import jax
@@ -275,3 +277,189 @@ def test_auto_mesh_placement_is_a_sharding_difference(mesh8):
     )
     line = "x: f32[8] -> f32[8] (sharding: AbstractMesh('x': 8, axis_types=(Auto,)) -> no mesh)"
     assert_reports(error, line, "sharding", "give inputs one sharding")
+
+
+# --- real model code: the lines each new kind of difference prints ------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str = "digits-mlp-baseline-experiment-2024"
+    hidden: int = 32
+    activation: str = "relu"
+
+
+class ByIdentity:
+    """Equal only to itself (no __eq__/__hash__): the classic retrace-per-call bug."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __repr__(self):
+        return f"ByIdentity(n={self.n})"
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])
+@dataclasses.dataclass
+class Layer:
+    w: jax.Array
+    scale: float
+
+
+def scaled(x, config):
+    return x * config.hidden
+
+
+class TestLocatedDifferences:
+    """Each new kind of line, exact; every one of them keeps JAX's verdict (retraces)."""
+
+    def explained(self, obj, first, second):
+        obj(*first[0], **first[1])
+        explanation = obj.explain(*second[0], **second[1])
+        assert explanation.retraces
+        return [str(line).strip() for line in str(explanation).splitlines()]
+
+    def test_static_dataclass_differing_after_60_characters_names_the_field(self):
+        step = bounded_jit(scaled, max_traces=1, static_argnames="config")
+        assert len(repr(Config())) > 60
+        text = self.explained(
+            step,
+            ((jnp.ones(3),), {"config": Config()}),
+            ((jnp.ones(3),), {"config": Config(activation="gelu")}),
+        )
+        assert "config.activation: 'relu' -> 'gelu' (static argument value)" in text
+
+    def test_static_dict_and_tuple_are_searched_to_the_entry(self):
+        step = bounded_jit(lambda x, options: x, max_traces=1, static_argnames="options")
+        text = self.explained(
+            step,
+            ((jnp.ones(3),), {"options": (("depth", 2), ("heads", 4))}),
+            ((jnp.ones(3),), {"options": (("depth", 2), ("heads", 8))}),
+        )
+        assert "options[1][1]: 4 -> 8 (static argument value)" in text
+
+    def test_static_value_equal_by_repr_but_not_by_eq_says_so_and_how_to_fix(self):
+        step = bounded_jit(lambda x, c: x * c.n, max_traces=1, static_argnames="c")
+        text = self.explained(
+            step, ((jnp.ones(3),), {"c": ByIdentity(2)}), ((jnp.ones(3),), {"c": ByIdentity(2)})
+        )
+        assert (
+            "c: ByIdentity(n=2) -> ByIdentity(n=2) (ByIdentity is equal by repr but not by == or hash)"
+            in text
+        )
+        assert (
+            "static equality: JAX finds static arguments by hash and ==: define __eq__ and __hash__ "
+            "by value (e.g. @dataclass(frozen=True)), or pass the same object on every call"
+        ) in text
+
+    def test_static_value_of_another_type_retraces_and_says_so(self):
+        step = bounded_jit(lambda x, n: x * n, max_traces=1, static_argnames="n")
+        text = self.explained(step, ((jnp.ones(3),), {"n": 1}), ((jnp.ones(3),), {"n": 1.0}))
+        assert "n: 1 -> 1.0 (static argument value, type: int -> float)" in text
+
+    def test_dict_key_added_and_removed(self):
+        step = bounded_jit(lambda params: 0.0, max_traces=1)
+        text = self.explained(
+            step,
+            (({"a": jnp.ones(3), "b": jnp.ones(2)},), {}),
+            (({"a": jnp.ones(3), "c": jnp.ones((2, 2))},), {}),
+        )
+        assert text[2:4] == ["params['b']: removed (f32[2])", "params['c']: added (f32[2,2])"]
+
+    def test_none_becoming_an_array_and_a_leaf_change_beside_it(self):
+        step = bounded_jit(lambda params: 0.0, max_traces=1)
+        text = self.explained(
+            step,
+            (({"a": jnp.ones(3), "b": None},), {}),
+            (({"a": jnp.ones(4), "b": jnp.ones(2)},), {}),
+        )
+        assert text[1:4] == [
+            "Closest earlier trace: #1 (2 differences):",
+            "params['a']: f32[3] -> f32[4] (shape)",
+            "params['b']: None -> f32[2] (tree structure: None became an array)",
+        ]
+
+    def test_list_length_change_then_the_items_that_still_match(self):
+        step = bounded_jit(lambda layers: 0.0, max_traces=1)
+        text = self.explained(
+            step,
+            (([jnp.ones(2), jnp.ones(2)],), {}),
+            (([jnp.ones(2), jnp.ones(3), jnp.ones(2)],), {}),
+        )
+        assert text[2:4] == [
+            "layers: list of 2 -> list of 3 (tree structure: length changed)",
+            "layers[1]: f32[2] -> f32[3] (shape)",
+        ]
+
+    def test_node_type_change(self):
+        step = bounded_jit(lambda state: 0.0, max_traces=1)
+        text = self.explained(step, (((jnp.ones(2),),), {}), (([jnp.ones(2)],), {}))
+        assert "state: (*,) -> [*] (tree structure: tuple became list)" in text
+
+    def test_registered_dataclass_meta_field_and_the_leaf_beside_it(self):
+        step = bounded_jit(lambda layer: layer.w * layer.scale, max_traces=1)
+        text = self.explained(
+            step, ((Layer(jnp.ones(3), 1.0),), {}), ((Layer(jnp.ones(4), 2.0),), {})
+        )
+        assert text[2:4] == [
+            "layer.scale: 1.0 -> 2.0 (static field of Layer)",
+            "layer.w: f32[3] -> f32[4] (shape)",
+        ]
+        assert any(
+            line.startswith("static field: a pytree node's static (metadata) field")
+            for line in text
+        )
+
+    def test_many_leaves_with_one_cause_share_a_line_with_a_count(self):
+        step = bounded_jit(lambda params, x: x, max_traces=1)
+        params = {"dense": {f"w{i:02}": jnp.ones(4) for i in range(13)}}
+        cast = jax.tree.map(lambda leaf: leaf.astype(jnp.bfloat16), params)
+        text = self.explained(step, ((params, jnp.ones(2)), {}), ((cast, jnp.ones(3)), {}))
+        assert text[1:4] == [
+            "Closest earlier trace: #1 (14 differences):",
+            "params['dense'] (13 leaves): f32 -> bf16 (dtype)",
+            "x: f32[2] -> f32[3] (shape)",
+        ]
+
+    def test_placement_onto_a_mesh_is_one_line_and_the_fix_names_device_put(self, mesh8):
+        step = bounded_jit(lambda params: 0.0, max_traces=1)
+        params = {f"w{i:02}": jnp.ones(8) for i in range(13)}
+        placed = jax.device_put(params, jax.sharding.NamedSharding(mesh8, PartitionSpec()))
+        text = self.explained(step, ((params,), {}), ((placed,), {}))
+        mesh = "AbstractMesh('x': 8, axis_types=(Auto,))"
+        assert text[2] == f"params (13 leaves): no mesh -> {mesh} (sharding: no mesh -> {mesh})"
+        assert text[3:] == [
+            "How to fix:",
+            "sharding: give inputs one sharding on every call, the first included: "
+            "jax.device_put(x, NamedSharding(mesh, P()))",
+        ]
+
+    def test_explain_of_a_call_that_does_not_bind_gives_the_type_error(self):
+        step = bounded_jit(lambda x, y: x + y, max_traces=1)
+        step(jnp.ones(3), jnp.ones(3))
+        explanation = step.explain(jnp.ones(3))
+        assert (explanation.retraces, explanation.reuses, explanation.differences) == (
+            False,
+            None,
+            (),
+        )
+        assert explanation.raises == "TypeError: missing a required argument: 'y'"
+        head, reason = str(explanation).splitlines()
+        assert head.endswith(
+            "this call does not fit the function's signature; max_traces=1, traces_used=1."
+        )
+        assert (
+            reason
+            == "It would raise TypeError: missing a required argument: 'y', and trace nothing."
+        )
+        with pytest.raises(TypeError, match="missing a required argument"):
+            inspect.signature(step).bind(jnp.ones(3))
+
+    def test_long_values_are_elided_around_the_part_that_differs(self):
+        step = bounded_jit(lambda x, tag: x, max_traces=1, static_argnames="tag")
+        before, after = "a" * 300 + "-before-" + "z" * 300, "a" * 300 + "-after-" + "z" * 300
+        text = self.explained(
+            step, ((jnp.ones(1),), {"tag": before}), ((jnp.ones(1),), {"tag": after})
+        )
+        [line] = [line for line in text if line.startswith("tag:")]
+        assert len(line) <= 200 and "-before-" in line and "-after-" in line

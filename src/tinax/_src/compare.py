@@ -82,9 +82,9 @@ class Difference:
         detail: The parenthesized description in the printed line.
         fix: A fix specific to this difference, where there is one (else the
             usual fix for its kind, `hint`, applies).
-        cause: ``(before, after, detail)`` of the change independent of where it
-            happened: equal for differences with one cause (the same dtype
-            cast, the same move onto a mesh), which the report groups.
+        cause: ``(before, after, detail)`` of a change that can have one cause
+            for many leaves (the same dtype cast, the same weak-type flip, the
+            same move onto a mesh), which the report groups; else ``None``.
     """
 
     path: str
@@ -229,7 +229,7 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
         fix = _placement_fix(old, new)
         if old.text == new.text:  # the types print alike: say where
             details[kinds.index("sharding")] = f"sharding: {_placement(old)} -> {_placement(new)}"
-    cause = (old.text, new.text)
+    cause: tuple[str, str] | None = None  # shapes and mixed changes are listed leaf by leaf
     if kinds == ["dtype"]:
         cause = (str(old.dtype), str(new.dtype))
     elif kinds == ["weak type"]:
@@ -248,7 +248,7 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
         tuple(kinds),
         ", ".join(details),
         fix=fix,
-        cause=(*cause, ", ".join(details)),
+        cause=None if cause is None else (*cause, ", ".join(details)),
     )
 
 
@@ -404,8 +404,6 @@ class _Side:
     def text(self, treedef: Any, start: int) -> str:
         """A subtree as text: the abstract value for a leaf, else the structure."""
         if _node(treedef) is None:
-            return self.leaf(start).text
-        if treedef.num_leaves == 1 and treedef.num_nodes == 2:
             return self.leaf(start).text
         return _structure_text(treedef)
 

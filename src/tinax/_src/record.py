@@ -22,7 +22,6 @@ from jax.sharding import AbstractMesh
 
 from tinax._src import private
 
-_STATIC_REPR_LIMIT = 60
 _LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())
 
@@ -36,7 +35,9 @@ class Leaf:
         path: The leaf as a user would write it, e.g. ``params['dense']['w']``.
         kind: ``"array"`` for a traced array, ``"static"`` for a static argument.
         text: What JAX keys the trace on, e.g. ``f32[8,3]``, ``weak-typed f32[]``
-            or, for a static argument, its (truncated) ``repr``.
+            or, for a static argument, its ``repr`` (a function as
+            ``<function name>``; cut at 4,000 characters). Static values are
+            compared by value, not by this text.
         shape: Array shape (``None`` for static values).
         dtype: Short dtype name such as ``f32`` (``None`` for static values).
         weak_type: Whether the array is weakly typed (a Python scalar).
@@ -177,7 +178,7 @@ def structure_text(argument: Argument) -> str:
 
 def leaves_of(argument: Argument) -> Iterator[Leaf]:
     if argument.static:
-        yield Leaf(argument.name, argument.name, "static", static_text(argument.values[0]))
+        yield Leaf(argument.name, argument.name, "static", value_text(argument.values[0]))
         return
     tree_util: Any = jax.tree_util
     keystr = tree_util.keystr
@@ -186,7 +187,7 @@ def leaves_of(argument: Argument) -> Iterator[Leaf]:
         if is_abstract(value):
             yield array_leaf(argument.name, text_path, value)
         else:  # a leaf that is not an array
-            yield Leaf(argument.name, text_path, "static", static_text(value))
+            yield Leaf(argument.name, text_path, "static", value_text(value))
 
 
 def short_dtype(name: str) -> str:
@@ -246,11 +247,6 @@ def value_text(value: object, limit: int = _LONG_TEXT) -> str:
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return text
-
-
-def static_text(value: object) -> str:
-    """A static value as a history cell: `value_text`, short."""
-    return value_text(value, _STATIC_REPR_LIMIT)
 
 
 # --- recording -----------------------------------------------------------------------------

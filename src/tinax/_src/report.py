@@ -21,6 +21,7 @@ from tinax._src.errors import TraceBudgetError
 from tinax._src.record import TracedSignature
 
 _MAX_LISTED = 12
+_MAX_NAME = 60
 _MAX_TABLE_ROWS = 40
 
 # --- the error -----------------------------------------------------------------------------
@@ -82,7 +83,9 @@ def _where(function: Callable[..., Any]) -> tuple[str, str | None, str]:
 
 
 def _heading(name: str, location: str | None) -> str:
-    """``name (file:line)``, or the name alone where the location is unknown."""
+    """``name (file:line)``, or the name alone where the location is unknown; a long
+    name (a test method's local lambda) is elided in the middle."""
+    name = fit(name, _MAX_NAME)
     return f"{name} ({location})" if location else name
 
 
@@ -162,9 +165,11 @@ class Explanation:
         where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
         if self.raises is not None:
-            return fit(
-                f"{where}: this call does not fit the function's signature and would raise "
-                f"{self.raises}; {budget}."
+            return "\n".join(
+                (
+                    fit(f"{where}: this call does not fit the function's signature; {budget}."),
+                    fit(f"It would raise {self.raises}, and trace nothing."),
+                )
             )
         if self.reuses is not None:
             return f"{where}: this call would reuse trace #{self.reuses.number}; {budget}."
@@ -387,20 +392,61 @@ def history_table(history: Sequence[TracedSignature]) -> str:
         hidden = len(shown) - len(varying)
         shown = varying
     marked = any(len(set(cells)) > 1 for _, cells in shown)
-    header = ["argument", *(f"#{signature.number}" for signature in history)]
-    table = [header] + [[name, *cells] for name, cells in shown]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    numbers = [f"#{signature.number}" for signature in history]
+    table = [["argument", *numbers]] + [
+        [fit(name, _MAX_CELL), *_cells(cells)] for name, cells in shown
+    ]
+    columns = _columns_that_fit(table, marked)
     lines: list[str] = []
-    for row in table:
-        mark = ("* " if len(set(row[1:])) > 1 and row is not header else "  ") if marked else ""
+    for index, row in enumerate(table):
+        kept = [row[0], *(row[column] for column in columns)]
+        differs = index > 0 and len(set(row[1:])) > 1
+        mark = ("* " if differs else "  ") if marked else ""
         lines.append(
-            mark + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            mark
+            + "  ".join(kept[i].ljust(w) for i, w in enumerate(_widths(table, columns))).rstrip()
         )
+    if len(columns) < count:
+        left_out = [numbers[column - 1] for column in range(1, count + 1) if column not in columns]
+        lines.append(fit(f"... and {len(left_out)} traces not shown ({', '.join(left_out)})"))
     if hidden:
         lines.append(f"... and {hidden} rows the same in every trace")
     if marked:
         lines.append("* marks a row that differs between traces")
     return "\n".join(lines)
+
+
+_MAX_CELL = 60
+
+
+def _cells(cells: list[str]) -> list[str]:
+    """A row's cells cut to `_MAX_CELL` characters, each keeping where it differs from
+    the first cell (so that cells that differ still read differently)."""
+    first = cells[0]
+    if first == "-":
+        first = next((cell for cell in cells if cell != "-"), first)
+    shown: list[str] = []
+    for cell in cells:
+        if cell == first:
+            shown.append(_window(cell, 0, _MAX_CELL))
+        else:
+            shown.append(elide_pair(first, cell, _MAX_CELL)[1])
+    return shown
+
+
+def _widths(table: list[list[str]], columns: Sequence[int]) -> list[int]:
+    return [max(len(row[i]) for row in table) for i in (0, *columns)]
+
+
+def _columns_that_fit(table: list[list[str]], marked: bool) -> list[int]:
+    """The trace columns to show: all if they fit in `LINE_LIMIT`, else the first and
+    as many of the latest as fit."""
+    count = len(table[0]) - 1
+    columns = list(range(1, count + 1))
+    width = lambda kept: sum(_widths(table, kept)) + 2 * len(kept) + (2 if marked else 0)  # noqa: E731
+    while len(columns) > 2 and width(columns) > LINE_LIMIT:
+        del columns[1]
+    return columns
 
 
 class TraceHistory(tuple[TracedSignature, ...]):
