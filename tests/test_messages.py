@@ -344,12 +344,13 @@ class TestLocatedDifferences:
             step, ((jnp.ones(3),), {"c": ByIdentity(2)}), ((jnp.ones(3),), {"c": ByIdentity(2)})
         )
         assert (
-            "c: ByIdentity(n=2) -> ByIdentity(n=2) (ByIdentity is equal by repr but not by == or hash)"
-            in text
+            "c: ByIdentity(n=2) -> ByIdentity(n=2) "
+            "(ByIdentity is equal by repr but not by == or hash)" in text
         )
         assert (
-            "static equality: JAX finds static arguments by hash and ==: define __eq__ and __hash__ "
-            "by value (e.g. @dataclass(frozen=True)), or pass the same object on every call"
+            "static equality: JAX finds static arguments by hash and ==: define __eq__ and "
+            "__hash__ by value (e.g. @dataclass(frozen=True)), or pass the same object on "
+            "every call"
         ) in text
 
     def test_static_value_of_another_type_retraces_and_says_so(self):

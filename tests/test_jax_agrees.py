@@ -1,0 +1,177 @@
+"""explain() against JAX itself: it says "retraces" exactly when JAX traces again.
+
+Hypothesis draws a first call and a second one, often a copy, often a small
+mutation (a leaf's shape, dtype or weak type, a dict key, a None, a static value
+that differs only after its 60th character, one equal by repr but not by ==, one
+of another type), and the verdict of ``explain`` is checked against the count of
+traces JAX actually made.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinax.jit import TraceBudgetError, bounded_jit
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str = "digits-mlp-baseline-experiment-2024-with-a-long-name-to-pass-60"
+    hidden: int = 32
+    activation: str = "relu"
+
+
+class ByIdentity:
+    def __init__(self, n):
+        self.n = n
+
+    def __repr__(self):
+        return f"ByIdentity(n={self.n})"
+
+
+DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bf16": jnp.bfloat16, "bool": jnp.bool_}
+KINDS = (*DTYPES, "python float", "python int", "none")
+
+leaf_specs = st.tuples(st.sampled_from(KINDS), st.lists(st.integers(0, 3), max_size=2).map(tuple))
+
+
+def build(spec):
+    kind, shape = spec
+    if kind == "python float":
+        return 0.5
+    if kind == "python int":
+        return 2
+    if kind == "none":
+        return None
+    return jnp.zeros(shape, DTYPES[kind])
+
+
+statics = st.one_of(
+    st.builds(Config, hidden=st.sampled_from([16, 32])),
+    st.builds(ByIdentity, st.integers(0, 1)),
+    st.sampled_from([1, 1.0, True, "relu", "gelu", (1, 2), (1.0, 2)]),
+)
+
+
+@st.composite
+def first_calls(draw):
+    tree = draw(st.dictionaries(st.sampled_from("abcde"), leaf_specs, min_size=1, max_size=4))
+    return tree, draw(statics), draw(st.booleans())
+
+
+@st.composite
+def second_calls(draw, first):
+    tree, static, by_keyword = first
+    tree = dict(tree)
+    for _ in range(draw(st.integers(0, 2))):
+        change = draw(
+            st.sampled_from(["shape", "dtype", "weak", "add", "remove", "none", "static", "pass"])
+        )
+        key = draw(st.sampled_from(sorted(tree)))
+        kind, shape = tree[key]
+        if change == "shape":
+            tree[key] = (kind, (*shape, 2))
+        elif change == "dtype":
+            tree[key] = (draw(st.sampled_from(list(DTYPES))), shape)
+        elif change == "weak":
+            tree[key] = ("python float" if kind != "python float" else "f32", ())
+        elif change == "add":
+            tree[draw(st.sampled_from("vwxyz"))] = draw(leaf_specs)
+        elif change == "remove" and len(tree) > 1:
+            del tree[key]
+        elif change == "none":
+            tree[key] = ("none", ()) if kind != "none" else ("f32", shape)
+        elif change == "static":
+            static = draw(
+                st.one_of(
+                    st.just(static),
+                    st.builds(Config, activation=st.sampled_from(["relu", "gelu"])),
+                    st.builds(ByIdentity, st.integers(0, 1)),
+                    statics,
+                )
+            )
+        elif change == "pass":
+            by_keyword = not by_keyword
+    return tree, static, by_keyword
+
+
+def call(step, method, spec):
+    tree, static, by_keyword = spec
+    values = {key: build(leaf) for key, leaf in tree.items()}
+    if by_keyword:
+        return getattr(step, method)(params=values, config=static)
+    return getattr(step, method)(values, config=static)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_explain_retraces_exactly_when_jax_traces_again(data):
+    first = data.draw(first_calls())
+    second = data.draw(second_calls(first))
+    step = bounded_jit(lambda params, config: jnp.zeros(()), max_traces=2, static_argnames="config")
+    call(step, "trace", first)
+    explanation = call(step, "explain", second)
+    call(step, "trace", second)
+    assert explanation.retraces == (step.traces_used == 2), str(explanation)
+    if explanation.retraces:
+        assert explanation.differences, str(explanation)  # never "no difference" for a retrace
+        assert "does not show" not in str(explanation)
+
+
+def test_a_static_value_equal_to_itself_only_is_a_retrace_even_with_equal_repr():
+    step = bounded_jit(lambda x, c: x, max_traces=2, static_argnames="c")
+    step.trace(jnp.ones(1), c=ByIdentity(1))
+    assert step.explain(jnp.ones(1), c=ByIdentity(1)).retraces
+    step.trace(jnp.ones(1), c=ByIdentity(1))
+    assert step.traces_used == 2
+
+
+# --- every kind of abstract value is recorded, compared and printed ------------------------
+
+exotic_leaves = st.sampled_from(
+    [
+        lambda: jax.lax.create_token(),
+        lambda: jax.random.key(0),
+        lambda: jax.random.split(jax.random.key(0), 3),
+        lambda: np.zeros((2,), dtype=jax.dtypes.float0),
+        lambda: jnp.zeros((0, 3)),
+        lambda: jnp.zeros((2,), jnp.complex64),
+        lambda: jnp.zeros((), jnp.uint8),
+    ]
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    first=st.lists(exotic_leaves, min_size=1, max_size=3),
+    second=st.lists(exotic_leaves, min_size=1, max_size=3),
+)
+def test_tokens_keys_float0_and_empty_arrays_never_break_the_diagnosis(first, second):
+    step = bounded_jit(lambda tree: 0, max_traces=1)
+    step([make() for make in first])
+    tree = [make() for make in second]
+    explanation = step.explain(tree)
+    str(explanation)
+    str(step.traced_signatures)
+    try:
+        step(tree)
+    except TraceBudgetError as error:
+        assert explanation.retraces
+        str(error)
+    else:
+        assert not explanation.retraces
+    assert step.traces_used == 1
+
+
+def test_token_argument_over_budget_raises_the_budget_error():
+    step = bounded_jit(lambda a, t: (a, t), max_traces=0)
+    try:
+        step(jnp.ones(3), jax.lax.create_token())
+    except TraceBudgetError as error:
+        assert "t: Tok" in str(error) or "Token" in str(error)
+    else:
+        raise AssertionError("no TraceBudgetError")
