@@ -8,8 +8,12 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+import dataclasses
+
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+from flax import nnx
 
 from tinax.jit import TraceBudgetError, bounded_jit
 
@@ -54,6 +58,63 @@ step = bounded_jit(update, max_traces=2, static_argnames="mode")
 params = step(params, make_batch(32), 0.1)
 step(params, make_batch(32), 0.1, mode="eval")
 refused(lambda: step({**params, "extra": jnp.zeros(2)}, make_batch(32), 0.1, mode="debug"))
+
+section("equinox: the static part of a model changed")
+
+
+def forward(params, static, x):
+    return eqx.combine(params, static)(x)
+
+
+step = bounded_jit(forward, max_traces=1, static_argnames="static")
+weights, static = eqx.partition(eqx.nn.MLP(2, 2, 8, 2, key=jax.random.key(0)), eqx.is_array)
+step(weights, static, jnp.ones(2))
+model = eqx.nn.MLP(2, 2, 8, 2, activation=jax.nn.gelu, key=jax.random.key(0))
+weights, static = eqx.partition(model, eqx.is_array)
+refused(lambda: step(weights, static, jnp.ones(2)))
+
+section("flax.nnx: a module attribute changed, and a config dataclass")
+
+
+class Classifier(nnx.Module):
+    def __init__(self, width, *, rngs):
+        self.hidden = nnx.Linear(4, width, rngs=rngs)
+        self.temperature = 1.0
+
+    def __call__(self, x):
+        return self.hidden(x) / self.temperature
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str = "digits-mlp-baseline-experiment-2024"
+    activation: str = "relu"
+
+
+def predict(model, x, config):
+    return model(x)
+
+
+step = bounded_jit(predict, max_traces=1, static_argnames="config")
+classifier = Classifier(8, rngs=nnx.Rngs(0))
+step(classifier, jnp.ones(4), config=Config())
+classifier.temperature = 2.0
+refused(lambda: step(classifier, jnp.ones(4), config=Config(activation="gelu")))
+
+section("a static value equal only to itself")
+
+
+class Settings:  # no __eq__ or __hash__: compared by identity
+    def __init__(self, depth):
+        self.depth = depth
+
+    def __repr__(self):
+        return f"Settings(depth={self.depth})"
+
+
+step = bounded_jit(lambda x, settings: x * settings.depth, max_traces=1, static_argnames="settings")
+step(jnp.ones(2), settings=Settings(2))
+refused(lambda: step(jnp.ones(2), settings=Settings(2)))
 
 section("explain: will this call trace, and why?")
 step = bounded_jit(update, max_traces=4, static_argnames="mode")

@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -33,12 +34,28 @@ def test_quickstart_runs_and_shows_the_budget_error():
     assert "per-example losses match plain jax.vmap" in out
 
 
+def text_blocks(page):
+    """The ``text`` code blocks of a markdown page, in order, as (start, end) offsets of
+    their content (empty blocks included)."""
+    return [match.span(1) for match in re.finditer(r"```text\n(.*?)\n?```", page, re.DOTALL)]
+
+
 def test_debugging_retraces_page_shows_the_real_output():
-    """Each section the script prints is pasted, verbatim, as a text block of the page."""
+    """Each section the script prints is the page's next ``text`` block, verbatim.
+
+    With ``TINAX_REGENERATE_DOCS=1`` the test writes the output into the page
+    instead (then check the diff and commit it).
+    """
     out = run_example("retraces.py")
-    page = (ROOT / "docs" / "debugging-retraces.md").read_text()
-    sections = out.split("\n=== ")[1:]
-    assert len(sections) == 5
-    for section in sections:
-        title, _, body = section.partition("\n")
-        assert f"```text\n{body.rstrip()}\n```" in page, f"section {title!r} is out of date"
+    path = ROOT / "docs" / "debugging-retraces.md"
+    page = path.read_text()
+    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
+    blocks = text_blocks(page)
+    assert len(sections) == len(blocks) == 8
+    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+        for (start, end), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
+            page = page[:start] + body.rstrip() + page[end:]
+        path.write_text(page)
+        blocks = text_blocks(page)
+    for (start, end), (title, _, body) in zip(blocks, sections, strict=True):
+        assert page[start:end] == body.rstrip(), f"section {title!r} is out of date"
