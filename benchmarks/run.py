@@ -100,17 +100,36 @@ def _fresh_function() -> Callable[[dict[str, dict[str, jax.Array]]], object]:
     return scale
 
 
+@dataclass(frozen=True)
+class _Config:
+    """A static argument kept by value in the recorded signature."""
+
+    name: str = "digits-mlp-baseline-experiment-2024"
+    activation: str = "relu"
+
+
+def _fresh_static_function() -> Callable[..., object]:
+    """A new function of a tree and a static config each time."""
+
+    def scale(params: dict[str, dict[str, jax.Array]], config: _Config) -> object:
+        return jax.tree.map(lambda leaf: leaf * 2.0, params)
+
+    return scale
+
+
 def recording_row() -> Row:
-    """Trace time with signature recording, on a function of 1,000 array leaves."""
+    """Trace time with signature recording, on a function of 1,000 array leaves and a
+    static config (kept by value)."""
     tree = _tree_of_leaves(1000)
+    config = _Config()
 
     def raw() -> Callable[[], object]:
-        jitted = jax.jit(_fresh_function())
-        return lambda: jitted.trace(tree)
+        jitted = jax.jit(_fresh_static_function(), static_argnames="config")
+        return lambda: jitted.trace(tree, config=config)
 
     def tinax() -> Callable[[], object]:
-        bounded = bounded_jit(_fresh_function(), max_traces=1)
-        return lambda: bounded.trace(tree)
+        bounded = bounded_jit(_fresh_static_function(), max_traces=1, static_argnames="config")
+        return lambda: bounded.trace(tree, config=config)
 
     def recording_alone(row: Row) -> list[str]:
         # The part of tinax's trace that is recording, timed alone (best of 50) inside a
@@ -120,7 +139,7 @@ def recording_row() -> Row:
         def measure(params: object) -> object:
             for _ in range(50):
                 start = time.perf_counter()
-                record.record(None, (), (params,), {})
+                record.record(None, ("config",), (params,), {"config": config})
                 best[0] = min(best[0], time.perf_counter() - start)
             return params
 
