@@ -1,13 +1,193 @@
-"""A recorded trace's arguments back as abstract values (see issue 12)."""
+"""A recorded trace's arguments back as abstract values, and the arguments of ``precompile``.
+
+A `TracedSignature` keeps, per array leaf, the abstract value JAX traced with
+(``jax.typeof``). Turned back into `jax.ShapeDtypeStruct`s, in the recorded tree
+structures, with the static values that were traced, they make a call that JAX
+keys exactly as the recorded one: ``lower``, ``eval_shape`` or ``explain`` with
+them hit the recorded trace.
+
+A sharding in an abstract value names an abstract mesh. JAX traces with it as
+it is, but compiles for concrete devices: a `jax.ShapeDtypeStruct` whose
+sharding names the concrete mesh compiles exactly what a call with arrays
+placed on that mesh runs. So a sharding is made concrete wherever a concrete
+mesh with the same abstract mesh is known (the object's bound mesh, else the
+ambient one set by `jax.set_mesh`), and kept abstract otherwise.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+from collections.abc import Mapping
+from typing import Any, cast
 
-if TYPE_CHECKING:
-    from tinax._src.record import TracedSignature
+import jax
+from jax.core import ShapedArray
+from jax.sharding import AbstractMesh, Mesh, NamedSharding
+
+from tinax._src.record import Argument, TracedSignature, is_abstract, mesh_text, unrecorded
+
+_UNRECORDED = unrecorded(Exception()).arguments
 
 
-def abstract_arguments(signature: TracedSignature) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Placeholder until issue 12 lands."""
-    raise NotImplementedError
+@functools.cache
+def _token_type() -> type[Any]:
+    """JAX's abstract token class (public as ``jax.extend.core.AbstractToken`` only
+    since JAX 0.10)."""
+    token: Any = jax.typeof(_new_token())
+    return cast(type[Any], type(token))
+
+
+def _new_token() -> Any:
+    lax: Any = jax.lax
+    return lax.create_token()
+
+
+def ambient_mesh() -> Mesh | None:
+    """The concrete mesh entered with `jax.set_mesh`, or ``None`` (none, or inside a trace)."""
+    try:
+        mesh: Mesh = jax.sharding.get_mesh()
+    except Exception:  # inside a trace: only the abstract mesh is known there
+        return None
+    return None if mesh.empty else mesh
+
+
+def concrete_sharding(sharding: Any, mesh: Mesh | None) -> Any:
+    """``sharding`` on a concrete mesh where it names an abstract one that ``mesh``
+    (or else the ambient mesh) stands for; otherwise ``sharding`` itself."""
+    if not isinstance(sharding, NamedSharding):
+        return sharding
+    abstract: Any = sharding.mesh
+    if not isinstance(abstract, AbstractMesh) or abstract.empty:
+        return sharding
+    for candidate in (mesh, ambient_mesh()):
+        if candidate is not None and candidate.abstract_mesh == abstract:
+            return NamedSharding(candidate, sharding.spec, memory_kind=sharding.memory_kind)
+    return sharding
+
+
+def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
+    """The `jax.ShapeDtypeStruct` that JAX types as ``aval``.
+
+    An abstract token has no `jax.ShapeDtypeStruct`: a fresh token stands for it.
+    """
+    if isinstance(aval, ShapedArray):
+        sharding: Any = getattr(aval, "sharding", None)
+        if sharding is not None and getattr(sharding, "mesh", None) is not None:
+            if sharding.mesh.empty:
+                sharding = None  # no mesh: JAX gives arrays no sharding in their type
+            else:
+                sharding = concrete_sharding(sharding, mesh)
+        return jax.ShapeDtypeStruct(
+            aval.shape, aval.dtype, weak_type=aval.weak_type, sharding=sharding
+        )
+    if isinstance(aval, _token_type()):
+        return _new_token()
+    raise ValueError(
+        f"a traced argument has the abstract value {aval!r} ({type(aval).__name__}), which "
+        "has no jax.ShapeDtypeStruct; only arrays (jax.core.ShapedArray) and tokens can be "
+        "given back."
+    )
+
+
+def _argument_value(argument: Argument, mesh: Mesh | None) -> Any:
+    if argument.static:
+        return argument.values[0]
+    leaves = [
+        shape_dtype_struct(value, mesh) if is_abstract(value) else value
+        for value in argument.values
+    ]
+    return argument.treedef.unflatten(leaves)
+
+
+def abstract_arguments(
+    signature: TracedSignature, mesh: Mesh | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` that JAX keys exactly as the traced call of ``signature``.
+
+    Each array leaf becomes a `jax.ShapeDtypeStruct` (shape, dtype, weak type,
+    and sharding where the abstract value has one; see the module docstring for
+    meshes), an abstract token a fresh token; other leaves, and static
+    arguments, are the values traced. Arguments passed by keyword go into
+    ``kwargs``, the others into ``args`` in call order, a ``*args`` tuple
+    splatted back into ``args``.
+
+    Args:
+        signature: A recorded trace.
+        mesh: A concrete mesh to place abstract shardings on, tried before the
+            ambient one.
+
+    Returns:
+        ``(args, kwargs)``.
+
+    Raises:
+        ValueError: The trace was not recorded (a leaf could not be read), or a
+            leaf's abstract value is neither an array nor a token.
+    """
+    if signature.arguments == _UNRECORDED:
+        raise ValueError(
+            f"trace #{signature.number} could not be recorded (an argument leaf could not "
+            "be read), so its arguments cannot be given back."
+        )
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for argument in signature.recorded:
+        value = _argument_value(argument, mesh)
+        if argument.star:
+            args.extend(value)
+        elif argument.keyword:
+            kwargs[argument.name] = value
+        else:
+            args.append(value)
+    return tuple(args), kwargs
+
+
+def _concrete_leaves(tree: Any, mesh: Mesh | None) -> Any:
+    """``tree`` with each `jax.ShapeDtypeStruct`'s abstract sharding made concrete."""
+
+    def leaf(value: Any) -> Any:
+        if not isinstance(value, jax.ShapeDtypeStruct):
+            return value
+        sharding: Any = value.sharding
+        concrete = concrete_sharding(sharding, mesh)
+        if concrete is sharding:
+            return value
+        return jax.ShapeDtypeStruct(
+            value.shape, value.dtype, weak_type=value.weak_type, sharding=concrete
+        )
+
+    def is_leaf(value: Any) -> bool:
+        return isinstance(value, jax.ShapeDtypeStruct)
+
+    return jax.tree.map(leaf, tree, is_leaf=is_leaf)
+
+
+def precompile_arguments(
+    owner: str,
+    mesh: Mesh | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """What ``precompile(*args, **kwargs)`` lowers: a `TracedSignature` given alone
+    becomes its abstract arguments; abstract shardings are placed on ``mesh`` (the
+    object's) or the ambient mesh.
+
+    Raises:
+        ValueError: A `TracedSignature` traced under another ambient mesh than the
+            one ``precompile`` runs under (the object's mesh, else the ambient one).
+    """
+    if len(args) == 1 and not kwargs and isinstance(args[0], TracedSignature):
+        signature = args[0]
+        here: AbstractMesh = (
+            mesh.abstract_mesh if mesh is not None else jax.sharding.get_abstract_mesh()
+        )
+        if signature.abstract_mesh != here:
+            raise ValueError(
+                f"{owner}.precompile: trace #{signature.number} ran under the ambient mesh "
+                f"{mesh_text(signature.abstract_mesh)}, but precompile runs under "
+                f"{mesh_text(here)}; call it inside `with jax.set_mesh(mesh):` for that mesh "
+                "(or bind the object to it with mesh=)."
+            )
+        return abstract_arguments(signature, mesh)
+    concrete_args: tuple[Any, ...] = _concrete_leaves(args, mesh)
+    concrete_kwargs: dict[str, Any] = _concrete_leaves(dict(kwargs), mesh)
+    return concrete_args, concrete_kwargs

@@ -7,9 +7,10 @@ import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+import jax
 from jax.sharding import Mesh
 
-from tinax._src import budget, meshes, record, report, validation
+from tinax._src import abstract, budget, meshes, record, report, validation
 
 R = TypeVar("R")
 
@@ -46,6 +47,10 @@ def build(
             continue
         setattr_(owner, name, value)
     setattr_(owner, "__wrapped__", function)
+
+
+def _compiled(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return jitted.lower(*args, **kwargs).compile()
 
 
 class BudgetedMixin:
@@ -114,6 +119,42 @@ class BudgetedMixin:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
         return self._under_mesh(self._jitted.eval_shape, *args, **kwargs)
+
+    def precompile(self, *args: Any, **kwargs: Any) -> jax.stages.Compiled:
+        """Traces and compiles now for these arguments, so that the next call with
+        the same abstract signature runs at once: no trace and no compile.
+
+        Use it before timing a step, or in a test fixture before a property test,
+        where the first call's compile would otherwise land in the clock (or in
+        hypothesis's deadline). ``lower`` or ``eval_shape`` alone trace but leave
+        the compile to the first call. A new signature counts as a trace like any
+        other; one traced before does not count again.
+
+        Arguments can be concrete arrays, `jax.ShapeDtypeStruct`s (give them the
+        sharding the real arguments will have; one naming an abstract mesh is
+        placed on the object's mesh, or on the ambient one from `jax.set_mesh`),
+        or a single `TracedSignature`, whose recorded arguments are used (see
+        ``TracedSignature.abstract_arguments``): ``step.precompile(sig)`` with
+        ``sig = step.traced_signatures[-1]``.
+
+        Args:
+            *args: Positional arguments, as they would be passed to the call, or
+                a single `TracedSignature`.
+            **kwargs: Keyword arguments, as they would be passed to the call.
+
+        Returns:
+            The compiled function (`jax.stages.Compiled`), as ``lower(...).compile()``
+            returns it. Calling the object itself runs the same executable.
+
+        Raises:
+            TraceBudgetError: The signature is new and the budget is spent.
+            ValueError: A `TracedSignature` recorded under another ambient mesh than
+                the one ``precompile`` runs under, or one that was not recorded.
+        """
+        args, kwargs = abstract.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
+        # compile() under the mesh too: compiled outside it, the executable is not the one
+        # a call under the mesh looks up, and that call compiles again.
+        return self._under_mesh(_compiled, self._jitted, args, kwargs)
 
     # The hot path. Calling the object looks up ``__call__`` on its type, finds this
     # property, whose getter (C code, no Python frame) returns the callable built at
