@@ -175,3 +175,23 @@ def test_token_argument_over_budget_raises_the_budget_error():
         assert "t: Tok" in str(error) or "Token" in str(error)
     else:
         raise AssertionError("no TraceBudgetError")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.dictionaries(st.sampled_from("abcde"), leaf_specs, min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_keyword_arguments_in_another_order_are_the_same_call(first, data):
+    """JAX flattens keyword arguments as a sorted dict: the order they come in is no change."""
+    keys = data.draw(st.permutations(sorted(first)))
+    second = {key: first[key] for key in keys}
+    if data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(keys))
+        kind, shape = second[key]
+        second[key] = (kind, (*shape, 3))
+    step = bounded_jit(lambda **kw: jnp.zeros(()), max_traces=2)
+    step.trace(**{key: build(spec) for key, spec in first.items()})
+    explanation = step.explain(**{key: build(spec) for key, spec in second.items()})
+    step.trace(**{key: build(spec) for key, spec in second.items()})
+    assert explanation.retraces == (step.traces_used == 2), str(explanation)

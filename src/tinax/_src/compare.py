@@ -152,14 +152,23 @@ def _arguments_match(old: Argument, new: Argument) -> bool:
 
 
 def matches(old: TracedSignature, new: TracedSignature) -> bool:
-    """Whether JAX would run ``new`` from the trace recorded as ``old``."""
-    if len(old.recorded) != len(new.recorded):
-        return False
+    """Whether JAX would run ``new`` from the trace recorded as ``old``.
+
+    Arguments are matched by name: JAX flattens keyword arguments as a dict,
+    in sorted order, so the order they were passed in does not matter.
+    """
     if not _same(old.abstract_mesh, new.abstract_mesh):
         return False
     if not _same(old.config_values, new.config_values):
         return False
-    return all(_arguments_match(a, b) for a, b in zip(old.recorded, new.recorded, strict=True))
+    earlier = {argument.name: argument for argument in old.recorded}
+    if len(earlier) != len(new.recorded):
+        return False
+    for argument in new.recorded:
+        match = earlier.get(argument.name)
+        if match is None or not _arguments_match(match, argument):
+            return False
+    return True
 
 
 def reused(history: Sequence[TracedSignature], new: TracedSignature) -> TracedSignature | None:
