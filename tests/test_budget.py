@@ -287,6 +287,49 @@ class TestThreads:
         assert step.traces_used == 1
         assert len(runs) == 1
 
+    def test_new_signature_is_refused_while_the_only_permitted_trace_is_still_running(
+        self, make_bounded
+    ):
+        entered, release = threading.Event(), threading.Event()
+        runs = []
+
+        def body(x):
+            runs.append(x.shape)
+            if x.shape == (3,):  # the first trace holds its slot until released
+                entered.set()
+                release.wait(timeout=60)
+            return x * 2
+
+        step = make_bounded(body, max_traces=1)
+        outcomes = {}
+
+        def call(n):
+            try:
+                step(jnp.ones(n))
+                outcomes[n] = "ok"
+            except TraceBudgetError:
+                outcomes[n] = "refused"
+
+        first = threading.Thread(target=call, args=(3,))
+        second = threading.Thread(target=call, args=(4,))
+        first.start()
+        try:
+            assert entered.wait(timeout=60), "the first trace never reached its body"
+            second.start()
+            second.join(timeout=60)
+            assert not second.is_alive(), "the second call waited for the first trace"
+            assert outcomes == {4: "refused"}  # decided while the first trace still runs
+        finally:
+            release.set()
+            first.join(timeout=60)
+            if second.ident is not None:
+                second.join(timeout=60)
+        assert not first.is_alive()
+        assert outcomes == {3: "ok", 4: "refused"}
+        assert step.traces_used == 1
+        assert runs == [(3,)]
+        assert len(step.traced_signatures) == 1
+
 
 class TestChexOracle:
     @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

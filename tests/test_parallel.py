@@ -457,6 +457,26 @@ class TestAccepted:
         obj.out_specs.append("not a spec either")  # the exposed copy is not the one jax holds
         assert obj(jnp.arange(8.0))[0].tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0]
 
+    @pytest.mark.parametrize("count", [1, 2, 3])
+    def test_accepts_any_number_of_specs_when_function_takes_star_args(
+        self, make_sharded, mesh8, count
+    ):
+        specs = (P("x"),) * count
+        obj = make_sharded(lambda *xs: sum(xs), mesh=mesh8, in_specs=specs, out_specs=P("x"))
+        assert obj.in_specs == specs
+        arrays = [jnp.arange(8.0) * (k + 1) for k in range(count)]
+        assert obj(*arrays).tolist() == (jnp.arange(8.0) * sum(range(1, count + 1))).tolist()
+
+    def test_accepts_extra_specs_for_star_args_after_a_named_parameter(self, make_sharded, mesh8):
+        specs = (P("x"), None, None)
+        obj = make_sharded(
+            lambda x, *factors: x * factors[0] * factors[1],
+            mesh=mesh8,
+            in_specs=specs,
+            out_specs=P("x"),
+        )
+        assert obj(jnp.ones(8), 2.0, 3.0).tolist() == [6.0] * 8
+
     def test_skips_the_arity_check_when_function_has_no_signature(self, make_sharded, mesh8):
         obj = make_sharded(max, **valid_kwargs(mesh8, in_specs=(P("x"), P("x"), P("x"))))
         assert obj.in_specs == (P("x"), P("x"), P("x"))
