@@ -58,9 +58,11 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "donate_argnames", donate)
 
         def jit(counted: Callable[..., Any]) -> Any:
-            # None, not (), when empty: jax.jit refuses any donate_argnames for a
-            # function without a signature (max, int, ...), even an empty one.
-            return jax.jit(counted, static_argnames=static or None, donate_argnames=donate or None)  # pyright: ignore[reportUnknownMemberType]
+            # Empty tuples are safe: jax.jit refuses any donate_argnames, even (), for
+            # a function it finds no signature for, but `counted` gives every function
+            # one ((*args, **kwargs) for max, int, ...). For static_argnames, () and
+            # None have always meant the same to jax.jit.
+            return jax.jit(counted, static_argnames=static, donate_argnames=donate)  # pyright: ignore[reportUnknownMemberType]
 
         common.build(self, function, function, max_traces, signature, static, mesh, jit)
 
