@@ -102,7 +102,8 @@ def batched_jit(
         TypeError: If `function` is not callable, `axis_size` is not an integer
             or `None` (booleans rejected), `max_traces` is not an integer
             (booleans rejected), or `mesh` is not a `jax.sharding.Mesh` or `None`.
-            Also: `function` is a generator function; `mesh` is an
+            Also: `function` is a generator function, or a `staticmethod` or
+            `classmethod` object (as `jax.jit` rejects them); `mesh` is an
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
             error, passed through).
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or

@@ -109,7 +109,8 @@ def bounded_jit(
         TypeError: If `function` is not callable, `max_traces` is not an integer
             (booleans rejected), `static_argnames`/`donate_argnames` is not a
             sequence of strings, or `mesh` is not a `jax.sharding.Mesh` or `None`.
-            Also: `function` is a generator function; an argnames option is an
+            Also: `function` is a generator function, or a `staticmethod` or
+            `classmethod` object (as `jax.jit` rejects them); an argnames option is an
             unordered or one-shot iterable (set, generator); `mesh` is an
             `AbstractMesh`.
         ValueError: If `max_traces` is negative, an argname entry is empty or

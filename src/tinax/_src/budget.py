@@ -7,11 +7,12 @@ function below is reached.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
 from tinax._src.record import TracedSignature, record, unrecorded
@@ -121,6 +122,54 @@ def _plain_function(function: Callable[..., Any]) -> bool:
     return "__signature__" not in own and "__wrapped__" not in own
 
 
+_UNNAMED = "<unnamed function>"
+
+
+def _plain_str(value: object) -> str | None:
+    """``value`` as a plain ``str`` (no subclass hooks), or ``None`` if it is not one."""
+    return str.__str__(value) if issubclass(type(value), str) else None  # pyright: ignore[reportArgumentType]
+
+
+def _inner(function: object) -> object:
+    """``function`` with `functools.partial` layers removed, as JAX removes them."""
+    for _ in range(64):
+        if not issubclass(type(function), functools.partial):
+            break
+        function = cast(Any, function).func
+    return function
+
+
+def jax_names(function: Callable[..., Any]) -> tuple[str, str]:
+    """``(__name__, __qualname__)`` as `jax.jit` gives them to its object and its module.
+
+    The name is ``jax._src.util.fun_name``'s: the callable's ``__name__``, else
+    that of the function inside `functools.partial` layers, else
+    ``<unnamed function>`` (a callable instance); the compiled module is
+    ``jit_<name>``. The qualified name is ``__qualname__``, else the name, as
+    JAX's ``wraps`` sets it. Where JAX would fail (an attribute that raises, or
+    is not a ``str``), the name is ``<unnamed function>``.
+    """
+    name: str | None = None
+    target: object = function
+    try:
+        for _ in range(64):
+            value = getattr(target, "__name__", None)
+            if value is not None:
+                name = _plain_str(value)
+                break
+            if not issubclass(type(target), functools.partial):
+                break
+            target = cast(Any, target).func
+    except Exception:
+        name = None
+    name = _UNNAMED if name is None else name
+    try:
+        qualname = _plain_str(getattr(function, "__qualname__", name))
+    except Exception:
+        qualname = None
+    return name, name if qualname is None else qualname
+
+
 def _present_as(
     traced: Callable[..., Any], function: Callable[..., Any], signature: LazySignature
 ) -> None:
@@ -129,6 +178,9 @@ def _present_as(
     Unlike `functools.wraps`, nothing here can fail on an odd callable. A
     signature computed at wrap time (to check argnames) is handed to JAX;
     otherwise JAX finds it through ``__wrapped__``, once, as for the function.
+    The names are those `jax.jit` would give ``function`` (`jax_names`), so
+    compiled modules, logs and profiles read ``jit_<name>``, never
+    ``jit_traced``.
     """
     wrapper: Any = traced
     if not signature.known and not _plain_function(function):
@@ -136,15 +188,13 @@ def _present_as(
     if signature.known:
         known = signature.get()
         wrapper.__signature__ = known if known is not None else _ANY_ARGUMENTS
-    for name in ("__name__", "__qualname__"):
-        try:
-            value = getattr(function, name)
-        except Exception:
-            continue
-        if isinstance(value, str):
-            setattr(wrapper, name, value)
-    try:  # JAX unwraps for the source location in its own messages
-        inspect.unwrap(function)
+    wrapper.__name__, wrapper.__qualname__ = jax_names(function)
+    # JAX unwraps partials, then ``__wrapped__``, for the source location in its
+    # messages ("g at file.py:3"); partials are removed here, since JAX does not
+    # look through a partial reached from ``__wrapped__``.
+    try:
+        inner = _inner(function)
+        inspect.unwrap(cast(Callable[..., Any], inner))
     except Exception:
         return
-    wrapper.__wrapped__ = function
+    wrapper.__wrapped__ = inner

@@ -14,7 +14,7 @@ from tinax._src import abstract, budget, meshes, record, report, validation
 
 R = TypeVar("R")
 
-_COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
+_MISSING = object()
 
 
 def build(
@@ -40,13 +40,49 @@ def build(
     setattr_(owner, "_static", static_argnames)
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
-    for name in _COPIED:
-        try:
-            value = getattr(function, name)
-        except Exception:
-            continue
-        setattr_(owner, name, value)
+    _present(owner, function)
+
+
+def _read(function: object, name: str, default: object) -> object:
+    """``getattr(function, name, default)``, and ``default`` if reading raises."""
+    try:
+        return getattr(function, name, default)
+    except Exception:
+        return default
+
+
+def _present(owner: Any, function: Callable[..., Any]) -> None:
+    """Gives ``owner`` the attributes a `jax.jit` object takes from ``function``.
+
+    These are JAX's ``wraps`` rules, `functools.update_wrapper`'s with JAX's
+    names: ``__name__``/``__qualname__`` as `budget.jax_names`, ``__module__``
+    (else ``<unknown module>``), ``__doc__`` (``""`` if none),
+    ``__annotations__`` (``{}`` if none), ``__wrapped__``, and the entries of
+    ``function.__dict__``, except names the object already has: its fields,
+    its private state and everything its class defines stay its own. Reading
+    an odd callable never fails here.
+    """
+    setattr_ = object.__setattr__
+    name, qualname = budget.jax_names(function)
+    doc = _read(function, "__doc__", "")
+    try:
+        doc = doc or ""
+    except Exception:
+        doc = ""
+    setattr_(owner, "__name__", name)
+    setattr_(owner, "__qualname__", qualname)
+    setattr_(owner, "__module__", _read(function, "__module__", "<unknown module>"))
+    setattr_(owner, "__doc__", doc)
+    setattr_(owner, "__annotations__", _read(function, "__annotations__", {}))
     setattr_(owner, "__wrapped__", function)
+    extra = _read(function, "__dict__", None)
+    if type(extra) is not dict:  # a class's namespace is a mappingproxy: not merged
+        return
+    own = owner.__dict__
+    kind = cast("type[object]", type(owner))
+    for key, value in tuple(cast(dict[object, object], extra).items()):
+        if type(key) is str and key not in own and getattr(kind, key, _MISSING) is _MISSING:
+            setattr_(owner, key, value)
 
 
 def _compiled(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -155,6 +191,31 @@ class BudgetedMixin:
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
         return self._under_mesh(_compiled, self._jitted, args, kwargs)
+
+    def clear_cache(self) -> None:
+        """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.
+
+        The next call traces again, whatever its signature, and that trace counts
+        against the budget like any other: the count and the history are kept.
+        """
+        self._jitted.clear_cache()
+
+    # Copies. A compiled function behaves like a function, which `copy` returns
+    # unchanged: a model or trainer deep-copied keeps the same object, its compiled
+    # code and its budget (docs/decisions.md, "As jax.jit where the page is silent").
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return self
+
+    def __reduce__(self) -> Any:
+        name = type(self).__name__
+        raise TypeError(
+            f"{name} objects cannot be pickled: the compiled function and its trace budget "
+            f"belong to this process (jax.jit objects cannot be pickled either); pickle the "
+            f"function instead and build a new {name} where it is loaded."
+        )
 
     # The hot path. Calling the object looks up ``__call__`` on its type, finds this
     # property, whose getter (C code, no Python frame) returns the callable built at

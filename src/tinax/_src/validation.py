@@ -51,7 +51,20 @@ def _integer(api: str, parameter: str, expected: str, value: object) -> int:
 
 
 def check_function(api: str, value: object) -> Callable[..., Any]:
-    """Checks that ``value`` is callable, and not a generator function (as `jax.jit`)."""
+    """Checks that ``value`` is callable, and neither a generator function nor a
+    `staticmethod`/`classmethod` object (as `jax.jit`)."""
+    kind = type(value)
+    if issubclass(kind, staticmethod | classmethod):
+        decorator = "staticmethod" if issubclass(kind, staticmethod) else "classmethod"
+        raise TypeError(
+            message(
+                api,
+                "function",
+                f"a callable, not a {decorator} object (wrap the plain function, "
+                f"then apply {decorator} to the result)",
+                value,
+            )
+        )
     if not callable(value):
         raise TypeError(message(api, "function", "callable", value))
     try:
