@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import types
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import abstract, budget, meshes, record, report, validation
+from tinax._src import abstract, budget, meshes, private, record, report, validation
 
+P = ParamSpec("P")
 R = TypeVar("R")
 
 _MISSING = object()
@@ -85,6 +87,21 @@ def _present(owner: Any, function: Callable[..., Any]) -> None:
             setattr_(owner, key, value)
 
 
+def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
+    """``method`` with tinax's and JAX's frames dropped from the traceback of anything
+    it raises (as JAX does), so that the user's own call is the last frame shown."""
+
+    @functools.wraps(method)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except Exception as error:
+            private.filter_traceback(error)
+            raise  # bare: this frame is not added back
+
+    return run
+
+
 def _compiled(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return jitted.lower(*args, **kwargs).compile()
 
@@ -114,15 +131,18 @@ class BudgetedMixin:
         with self._ledger.lock:
             return report.TraceHistory(self._ledger.history)
 
+    @_user_facing
     def explain(self, *args: Any, **kwargs: Any) -> report.Explanation:
         """Says whether a call with these arguments would reuse an earlier trace or
         trace again, and why, without tracing or running anything.
 
         The call's abstract signature (under the object's mesh, if set) is
-        compared with each earlier trace, as in the budget error. Static
-        arguments are compared by ``repr``, and JAX caches emptied by
-        `jax.clear_caches` are not seen: there the call traces although
-        ``explain`` found a match.
+        compared with each earlier trace as JAX's trace cache compares them:
+        abstract values and tree structures by ``==``, static arguments by
+        type, ``hash`` and ``==``. JAX caches emptied by `jax.clear_caches` are
+        not seen: there the call traces although ``explain`` found a match. A
+        call that does not fit the function's signature is reported as the
+        `TypeError` it would raise.
 
         Args:
             *args: Positional arguments, as they would be passed to the call.
@@ -131,8 +151,12 @@ class BudgetedMixin:
         Returns:
             An `Explanation`; ``print`` it for a readable report.
         """
-        call = self._under_mesh(record.record, self._signature.get(), self._static, args, kwargs)
-        return report.explain(self.function, self.max_traces, *self._ledger.snapshot(), call)
+        known = self._signature.get()
+        call = self._under_mesh(record.record, known, self._static, args, kwargs)
+        raises = record.binding_error(known, args, kwargs)
+        return report.explain(
+            self.function, self.max_traces, *self._ledger.snapshot(), call, raises=raises
+        )
 
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``function(*args, **kwargs)`` as if inside ``with jax.set_mesh(self.mesh):``."""
@@ -141,21 +165,25 @@ class BudgetedMixin:
         with meshes.mesh_scope(self.mesh, type(self).__name__):
             return function(*args, **kwargs)
 
+    @_user_facing
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``lower``."""
         return self._under_mesh(self._jitted.lower, *args, **kwargs)
 
+    @_user_facing
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """Traces the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``trace``."""
         return self._under_mesh(self._jitted.trace, *args, **kwargs)
 
+    @_user_facing
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
         return self._under_mesh(self._jitted.eval_shape, *args, **kwargs)
 
+    @_user_facing
     def precompile(self, *args: Any, **kwargs: Any) -> jax.stages.Compiled:
         """Traces and compiles now for these arguments, so that the next call with
         the same abstract signature runs at once: no trace and no compile.
