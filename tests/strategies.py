@@ -53,6 +53,7 @@ __all__ = [
     "valid_functions",
     "valid_max_traces",
     "valid_meshes",
+    "valid_on_exceed",
     "wide_values",
 ]
 
@@ -374,6 +375,7 @@ def _python_leaves() -> st.SearchStrategy[object]:
         st.just(fractions.Fraction(3, 1)),
         st.text(max_size=8),  # includes ""
         st.sampled_from(["", "x", "args", "kwargs", "self", " ", "a b", "1x", "\x00"]),
+        st.sampled_from(["warn", "WARN", "raise ", "log\x00", "error", "ignore"]),
         st.binary(max_size=4),  # includes b""
         st.binary(max_size=4).map(bytearray),
         st.sampled_from([..., NotImplemented, Colour.RED, Size.SMALL, slice(1, 2), object()]),
@@ -579,6 +581,23 @@ def valid_argnames_pair(
         return st.integers(0, len(names)).map(lambda cut: (names[:cut], names[cut:]))
 
     return valid_argnames(exclude, max_size=8).flatmap(split)
+
+
+class Policy(enum.StrEnum):
+    WARN = "warn"
+
+
+def valid_on_exceed() -> st.SearchStrategy[object]:
+    """``None`` or an overrun policy: a plain ``str``, or a ``str`` subclass (hostile ones
+    too) holding one; each is normalized to the plain ``str``."""
+    policies = st.sampled_from(["raise", "warn", "log"])
+    subclasses = st.sampled_from([StrRaisingRepr, StrRaisingHash, StrRaisingLen])
+    return st.one_of(
+        st.none(),
+        policies,
+        st.builds(lambda kind, text: kind(text), subclasses, policies),
+        st.just(Policy.WARN),
+    )
 
 
 def valid_axis_specs() -> st.SearchStrategy[object]:

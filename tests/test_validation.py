@@ -33,6 +33,7 @@ from strategies import (
     valid_functions,
     valid_max_traces,
     valid_meshes,
+    valid_on_exceed,
     wide_values,
 )
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
@@ -529,11 +530,13 @@ BOUNDED_OPTIONS = {
     "static_argnames": {"max_traces": 1},
     "donate_argnames": {"max_traces": 1},
     "mesh": {"max_traces": 1},
+    "on_exceed": {"max_traces": 1},
 }
 BATCHED_OPTIONS = {
     "max_traces": {},
     "axis_size": {"max_traces": 1},
     "mesh": {"max_traces": 1},
+    "on_exceed": {"max_traces": 1},
 }
 
 
@@ -610,6 +613,69 @@ class TestHostileInputs:
         )
 
 
+# --- on_exceed: None or one of three policies ----------------------------------------------
+
+
+def assert_plain_policy(normalized: object, given: object) -> None:
+    """``on_exceed`` is stored as ``None`` or a plain ``str`` equal to what was given."""
+    if given is None:
+        assert normalized is None
+    else:
+        assert type(normalized) is str
+        assert normalized == str.__str__(given)  # pyright: ignore[reportArgumentType]
+
+
+POLICY_PROPERTY = settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+class TestOnExceed:
+    @pytest.mark.parametrize("value", [None, "raise", "warn", "log"])
+    def test_is_kept_when_valid(self, make_either, value):
+        make, _ = make_either
+        assert make(step, max_traces=1, on_exceed=value).on_exceed == value
+
+    def test_is_none_when_not_given(self, make_either):
+        make, _ = make_either
+        assert make(step, max_traces=1).on_exceed is None
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            pytest.param(1, id="int"),
+            pytest.param(True, id="bool"),
+            pytest.param(b"warn", id="bytes"),
+            pytest.param(["warn"], id="list"),
+            pytest.param(np.str_("warn").encode(), id="np.bytes_"),
+        ],
+    )
+    def test_raises_type_error_when_not_a_str(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=1, on_exceed=value)
+        assert_rejected(error, TypeError, api, "on_exceed", value, "'raise', 'warn', 'log'")
+
+    @pytest.mark.parametrize("value", ["", "WARN", "warn ", "error", "ignore", "raise\x00"])
+    def test_raises_value_error_when_not_a_policy(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=1, on_exceed=value)
+        assert_rejected(error, ValueError, api, "on_exceed", value, "'raise', 'warn', 'log'")
+
+    @POLICY_PROPERTY
+    @given(value=st.text(max_size=8).filter(lambda text: text not in ("raise", "warn", "log")))
+    def test_raises_value_error_when_any_other_str(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=1, on_exceed=value)
+        assert type(error) is ValueError
+        assert str(error).startswith(f"{api}: on_exceed must be None or one of")
+
+    @POLICY_PROPERTY
+    @given(value=valid_on_exceed())
+    def test_is_a_plain_str_when_given_a_str_subclass(self, make_either, value):
+        make, _ = make_either
+        assert_plain_policy(make(step, max_traces=1, on_exceed=value).on_exceed, value)
+
+
 # --- fuzzing: any value, any argument -------------------------------------------------------
 
 FUZZ = settings(
@@ -637,8 +703,9 @@ BOUNDED_FUZZED = {
     "static_argnames": everything,
     "donate_argnames": everything,
     "mesh": step,
+    "on_exceed": step,
 }
-BATCHED_FUZZED = ("function", "max_traces", "axis_size", "mesh")
+BATCHED_FUZZED = ("function", "max_traces", "axis_size", "mesh", "on_exceed")
 
 
 class TestFuzzBoundedJit:
@@ -659,9 +726,10 @@ class TestFuzzBoundedJit:
         static=wide_values(),
         donate=wide_values(),
         mesh=wide_values(),
+        on_exceed=wide_values(),
     )
     def test_raises_only_documented_errors_when_every_argument_is_anything(
-        self, make_bounded, function, max_traces, static, donate, mesh
+        self, make_bounded, function, max_traces, static, donate, mesh, on_exceed
     ):
         try:
             make_bounded(
@@ -670,6 +738,7 @@ class TestFuzzBoundedJit:
                 static_argnames=static,
                 donate_argnames=donate,
                 mesh=mesh,
+                on_exceed=on_exceed,
             )
         except Exception as error:
             message = str(error)
@@ -710,15 +779,17 @@ class TestValidValuesBoundedJit:
         function=valid_functions(),
         max_traces=valid_max_traces(),
         mesh=valid_meshes(),
+        on_exceed=valid_on_exceed(),
     )
     def test_accepts_and_normalizes_when_every_argument_is_valid(
-        self, make_bounded, function, max_traces, mesh
+        self, make_bounded, function, max_traces, mesh, on_exceed
     ):
-        obj = make_bounded(function, max_traces=max_traces, mesh=mesh)
+        obj = make_bounded(function, max_traces=max_traces, mesh=mesh, on_exceed=on_exceed)
         assert obj.function is function
         assert type(obj.max_traces) is int and obj.max_traces == int(max_traces)
         assert obj.mesh is mesh
         assert (obj.static_argnames, obj.donate_argnames) == ((), ())
+        assert_plain_policy(obj.on_exceed, on_exceed)
 
     @PROPERTY
     @given(pair=valid_argnames_pair(exclude=("x", "kwargs")), as_list=st.booleans())
@@ -757,9 +828,10 @@ class TestValidValuesBatchedJit:
         in_axes=valid_axis_specs(),
         out_axes=valid_axis_specs(),
         mesh=valid_meshes(),
+        on_exceed=valid_on_exceed(),
     )
     def test_accepts_and_normalizes_when_every_argument_is_valid(
-        self, make_batched, function, max_traces, axis_size, in_axes, out_axes, mesh
+        self, make_batched, function, max_traces, axis_size, in_axes, out_axes, mesh, on_exceed
     ):
         obj = make_batched(
             function,
@@ -768,7 +840,9 @@ class TestValidValuesBatchedJit:
             in_axes=in_axes,
             out_axes=out_axes,
             mesh=mesh,
+            on_exceed=on_exceed,
         )
+        assert_plain_policy(obj.on_exceed, on_exceed)
         assert obj.function is function
         assert type(obj.max_traces) is int and obj.max_traces == int(max_traces)
         if axis_size is None:

@@ -6,6 +6,10 @@ from tinax._src.bounded import BoundedJit as BoundedJit
 from tinax._src.bounded import bounded_jit as bounded_jit
 from tinax._src.compare import Difference as Difference
 from tinax._src.errors import TraceBudgetError as TraceBudgetError
+from tinax._src.errors import TraceBudgetWarning as TraceBudgetWarning
+from tinax._src.observe import Budgets as Budgets
+from tinax._src.observe import budgets as budgets
+from tinax._src.observe import exceed_policy as exceed_policy
 from tinax._src.record import Leaf as Leaf
 from tinax._src.record import TracedSignature as TracedSignature
 from tinax._src.report import Explanation as Explanation
@@ -14,17 +18,23 @@ from tinax._src.report import TraceHistory as TraceHistory
 __all__ = [
     "BatchedJit",
     "BoundedJit",
+    "Budgets",
     "Difference",
     "Explanation",
     "Leaf",
     "TraceBudgetError",
+    "TraceBudgetWarning",
     "TraceHistory",
     "TracedSignature",
     "batched_jit",
     "bounded_jit",
+    "budgets",
+    "exceed_policy",
 ]
 
 for _public in (BatchedJit, BoundedJit, Difference, Leaf, TraceBudgetError, TraceHistory):
     _public.__module__ = __name__
 for _public in (Explanation, TracedSignature, batched_jit, bounded_jit):
+    _public.__module__ = __name__
+for _public in (Budgets, TraceBudgetWarning, budgets, exceed_policy):
     _public.__module__ = __name__

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import attrs
 import jax
@@ -31,6 +31,8 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         axis_size: Explicit batch size, or ``None`` to infer it.
         max_traces: The budget: how many traces are permitted.
         mesh: The mesh entered around every call, or ``None``.
+        on_exceed: The overrun policy (``"raise"``, ``"warn"``, ``"log"``), or
+            ``None`` for the process default.
         traces_used: How many traces this object has made.
         traced_signatures: The abstract (batched) signature of each trace, oldest first.
     """
@@ -41,14 +43,17 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     axis_size: int | None = attrs.field(default=None, kw_only=True)
     max_traces: int = attrs.field(kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
+    on_exceed: Literal["raise", "warn", "log"] | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         function = validation.check_function(_API, self.function)
         axis_size = validation.check_axis_size(_API, self.axis_size)
         max_traces = validation.check_max_traces(_API, self.max_traces)
         mesh = validation.check_mesh(_API, self.mesh)
+        on_exceed = validation.check_on_exceed(_API, self.on_exceed)
         object.__setattr__(self, "axis_size", axis_size)
         object.__setattr__(self, "max_traces", max_traces)
+        object.__setattr__(self, "on_exceed", on_exceed)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
         batched = validation.vmapped(_API, function, self.in_axes, self.out_axes, axis_size)
         signature = validation.LazySignature(function)
@@ -72,6 +77,7 @@ def batched_jit(
     axis_size: int | None = None,
     max_traces: int,
     mesh: Mesh | None = None,
+    on_exceed: Literal["raise", "warn", "log"] | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -94,6 +100,13 @@ def batched_jit(
             Must be positive if given.
         max_traces: Maximum number of distinct traces to permit. Must be non-negative.
         mesh: Mesh to enter around every call, or `None` to use the ambient mesh.
+        on_exceed: What a trace over the budget does: ``"raise"`` (raise
+            `TraceBudgetError`, the page's behaviour), ``"warn"`` (emit a
+            `TraceBudgetWarning` with the same diagnosis, then run and count
+            the trace) or ``"log"`` (log it at ``WARNING`` on the ``tinax``
+            logger, then run and count the trace). Defaults to `None`: the
+            innermost `exceed_policy`, else the ``TINAX_ON_EXCEED`` environment
+            variable, else ``"raise"``.
 
     Returns:
         The batched, trace-budgeted, JIT-compiled callable.
@@ -105,9 +118,10 @@ def batched_jit(
             Also: `function` is a generator function, or a `staticmethod` or
             `classmethod` object (as `jax.jit` rejects them); `mesh` is an
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
-            error, passed through).
+            error, passed through); `on_exceed` is neither a str nor `None`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
-            `mesh` is empty. Also: `mesh` has a Manual axis.
+            `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
+            str other than ``"raise"``, ``"warn"`` and ``"log"``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -123,4 +137,5 @@ def batched_jit(
         axis_size=axis_size,
         max_traces=max_traces,
         mesh=mesh,
+        on_exceed=on_exceed,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
 
 import attrs
 import jax
@@ -31,6 +31,8 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         static_argnames: Normalized tuple of static keyword argument names.
         donate_argnames: Normalized tuple of donated keyword argument names.
         mesh: The mesh entered around every call, or ``None``.
+        on_exceed: The overrun policy (``"raise"``, ``"warn"``, ``"log"``), or
+            ``None`` for the process default.
         traces_used: How many traces this object has made.
         traced_signatures: The abstract signature of each trace, oldest first.
     """
@@ -40,6 +42,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     static_argnames: Sequence[str] = attrs.field(default=(), kw_only=True)
     donate_argnames: Sequence[str] = attrs.field(default=(), kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
+    on_exceed: Literal["raise", "warn", "log"] | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -53,9 +56,11 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             validation.check_accepted_names(_API, "static_argnames", static, signature.get())
             validation.check_accepted_names(_API, "donate_argnames", donate, signature.get())
         mesh = validation.check_mesh(_API, self.mesh)
+        on_exceed = validation.check_on_exceed(_API, self.on_exceed)
         set_(self, "max_traces", max_traces)
         set_(self, "static_argnames", static)
         set_(self, "donate_argnames", donate)
+        set_(self, "on_exceed", on_exceed)
 
         def jit(counted: Callable[..., Any]) -> Any:
             # Empty tuples are safe: jax.jit refuses any donate_argnames, even (), for
@@ -79,6 +84,7 @@ def bounded_jit(
     static_argnames: Sequence[str] = (),
     donate_argnames: Sequence[str] = (),
     mesh: Mesh | None = None,
+    on_exceed: Literal["raise", "warn", "log"] | None = None,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -101,6 +107,13 @@ def bounded_jit(
         static_argnames: Keyword argument names to treat as static. Defaults to none.
         donate_argnames: Keyword argument names whose buffers may be donated. Defaults to none.
         mesh: Mesh to enter around every call, or `None` to use the ambient mesh.
+        on_exceed: What a trace over the budget does: ``"raise"`` (raise
+            `TraceBudgetError`, the page's behaviour), ``"warn"`` (emit a
+            `TraceBudgetWarning` with the same diagnosis, then run and count
+            the trace) or ``"log"`` (log it at ``WARNING`` on the ``tinax``
+            logger, then run and count the trace). Defaults to `None`: the
+            innermost `exceed_policy`, else the ``TINAX_ON_EXCEED`` environment
+            variable, else ``"raise"``.
 
     Returns:
         The trace-budgeted, JIT-compiled callable.
@@ -112,13 +125,14 @@ def bounded_jit(
             Also: `function` is a generator function, or a `staticmethod` or
             `classmethod` object (as `jax.jit` rejects them); an argnames option is an
             unordered or one-shot iterable (set, generator); `mesh` is an
-            `AbstractMesh`.
+            `AbstractMesh`; `on_exceed` is neither a str nor `None`.
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
             `mesh` is empty. Also: an argname is not a keyword parameter of
             `function` (positional-only, ``*args``, or absent without
             ``**kwargs``); `donate_argnames` is given for a function without a
-            signature; `mesh` has a Manual axis.
+            signature; `mesh` has a Manual axis; `on_exceed` is a str other
+            than ``"raise"``, ``"warn"`` and ``"log"``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -135,4 +149,5 @@ def bounded_jit(
         static_argnames=static_argnames,
         donate_argnames=donate_argnames,
         mesh=mesh,
+        on_exceed=on_exceed,
     )

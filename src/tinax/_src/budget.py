@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
+import time
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from tinax._src import private
+from tinax._src import observe, private
 from tinax._src.record import TracedSignature, record, unrecorded
-from tinax._src.report import budget_error
 from tinax._src.validation import LazySignature
 
 P = ParamSpec("P")
@@ -31,20 +31,48 @@ class Ledger:
     A trace reserves its slot before the body runs and commits it after the
     body returns, all under one lock, so concurrent traces from several threads
     never exceed the budget, and a trace whose body raises gives its slot back.
+    Set once when the object is registered (`observe.register`): where it was
+    built, its overrun policy, and a weak reference to it.
     """
 
-    __slots__ = ("history", "in_flight", "lock", "used")
+    __slots__ = (
+        "__weakref__",
+        "built_at",
+        "first_traced",
+        "history",
+        "in_flight",
+        "lock",
+        "on_exceed",
+        "owner",
+        "used",
+    )
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.used = 0
         self.in_flight = 0
         self.history: list[TracedSignature] = []
+        self.built_at: tuple[str, int] | None = None
+        self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
+        self.on_exceed: str | None = None
+        self.owner: Callable[[], Any] | None = None
 
     def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int]:
         """``(history, traces used, number the next trace would have)``, read at once."""
         with self.lock:
             return tuple(self.history), self.used, self.used + self.in_flight + 1
+
+    def add_compile_seconds(self, entry: TracedSignature, seconds: float) -> TracedSignature | None:
+        """Adds compile time to ``entry`` of the history (replaced: signatures are
+        frozen); returns the new entry, or ``None`` if ``entry`` is no longer there."""
+        with self.lock:
+            history = self.history
+            for index in range(len(history) - 1, -1, -1):
+                if history[index] is entry:
+                    total = (entry.compile_seconds or 0.0) + seconds
+                    history[index] = entry.numbered(entry.number, compile_seconds=total)
+                    return history[index]
+        return None
 
 
 def counted(
@@ -58,35 +86,56 @@ def counted(
     """Wraps ``function`` so that each run by JAX's tracing is counted in ``ledger``.
 
     ``reported`` is the user's function, named in the error (``function`` may be
-    a `jax.vmap` of it).
+    a `jax.vmap` of it). Each trace records its call site and wall time
+    (`observe`); a trace over budget is refused, warned about or logged as the
+    object's overrun policy says.
     """
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if private.jit_disabled() and not private.tracing_to_jaxpr():
             return function(*args, **kwargs)  # run eagerly: not a trace
         call = _record_or_placeholder(signature.get(), static_argnames, args, kwargs)
+        site, nested = observe.call_site()
+        if not ledger.first_traced:  # is this object one of many rebuilt alike?
+            observe.check_rebuilt(ledger, reported, call)
         with ledger.lock:
             used = ledger.used
             attempt = used + ledger.in_flight + 1
-            refuse = attempt > max_traces and private.chex_asserts_enabled()
-            if not refuse:
+            over = attempt > max_traces
+            policy = None
+            if over and private.chex_asserts_enabled():
+                policy = observe.resolve(ledger.on_exceed)
+            if policy != "raise":
                 ledger.in_flight += 1
             history = tuple(ledger.history)
-        if refuse:
-            raise budget_error(reported, max_traces, used, attempt, history, call)
+        if over:
+            attempted = call.numbered(0, call_site=site)
+            if policy == "raise":
+                raise observe.refused(reported, max_traces, used, attempt, history, attempted)
+            try:
+                observe.overrun(reported, max_traces, used, attempt, history, attempted, policy)
+            except BaseException:  # the warning, raised as an error by a warnings filter
+                with ledger.lock:
+                    ledger.in_flight -= 1
+                raise
+        started = time.perf_counter()
         try:
             out = function(*args, **kwargs)
         except BaseException:
             with ledger.lock:
                 ledger.in_flight -= 1
             raise
+        seconds = time.perf_counter() - started
         valid = private.valid_output(out)  # else JAX raises next and will trace again
         with ledger.lock:
             ledger.in_flight -= 1
             if not valid:
                 return out
             ledger.used += 1
-            ledger.history.append(call.numbered(ledger.used))
+            entry = call.numbered(ledger.used, call_site=site, trace_seconds=seconds)
+            ledger.history.append(entry)
+        name = cast(Any, traced).__name__  # the name JAX compiles it under
+        observe.committed(ledger, reported, name, max_traces, entry, history, nested, over)
         return out
 
     _present_as(traced, reported, signature)

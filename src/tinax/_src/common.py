@@ -11,7 +11,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import abstract, budget, meshes, private, record, report, validation
+from tinax._src import abstract, budget, meshes, observe, private, record, report, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,6 +43,7 @@ def build(
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
     _present(owner, function)
+    observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
 
 def _read(function: object, name: str, default: object) -> object:

@@ -1,4 +1,4 @@
-"""The budget error."""
+"""The budget error, and the warning that stands in for it."""
 
 from __future__ import annotations
 
@@ -61,4 +61,57 @@ class TraceBudgetError(AssertionError):
         self.differences = differences
 
 
+class TraceBudgetWarning(UserWarning):
+    """A compiled function traced more often than its budget allows, and was let run.
+
+    Emitted instead of raising `TraceBudgetError` where the overrun policy is
+    ``"warn"`` (``on_exceed="warn"``, `exceed_policy`, or ``TINAX_ON_EXCEED``):
+    the trace then runs and is counted, so ``traces_used`` may exceed
+    ``max_traces``. Also emitted, once per place, when a wrapper is rebuilt
+    over and over for the same function (each new object traces and compiles
+    again, and its budget never sees the retraces). Under pytest's
+    ``filterwarnings = error`` it is raised like an error; catch it with
+    ``pytest.warns(TraceBudgetWarning)``.
+
+    Attributes:
+        function_name: Qualified name of the wrapped function.
+        location: ``file:line`` where the wrapped function is defined, if known.
+        max_traces: The budget.
+        traces_used: Traces made before this one.
+        signature: Abstract signature of the call that exceeded the budget.
+        closest: The earlier trace that differs least from the call, or ``None``.
+        differences: What changed between ``closest`` and the call.
+    """
+
+    function_name: str
+    location: str | None
+    max_traces: int
+    traces_used: int
+    signature: TracedSignature
+    closest: TracedSignature | None
+    differences: tuple[Difference, ...]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        function_name: str,
+        location: str | None,
+        max_traces: int,
+        traces_used: int,
+        signature: TracedSignature,
+        closest: TracedSignature | None,
+        differences: tuple[Difference, ...],
+    ) -> None:
+        super().__init__(message)
+        self.function_name = function_name
+        self.location = location
+        self.max_traces = max_traces
+        self.traces_used = traces_used
+        self.signature = signature
+        self.closest = closest
+        self.differences = differences
+
+
 TraceBudgetError.__module__ = "tinax.jit"
+TraceBudgetWarning.__module__ = "tinax.jit"

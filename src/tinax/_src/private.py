@@ -6,6 +6,8 @@ JAX or chex upgrade a one-file review; the tests exercise each of them.
 
 from __future__ import annotations
 
+import os
+import types
 from typing import Any
 
 import jax
@@ -127,3 +129,14 @@ def filter_traceback(error: BaseException) -> None:
     if mode in ("off", "tracebackhide") or error.__traceback__ is None:
         return
     error.with_traceback(util.filter_traceback(error.__traceback__))
+
+
+_STAGING_FILE = f"interpreters{os.sep}partial_eval.py"
+
+
+def stages_out(code: types.CodeType) -> bool:
+    """Whether a frame running ``code`` is JAX staging a function out to a jaxpr
+    (``partial_eval.trace_to_jaxpr``: an outer `jax.jit`, `jax.lax.scan`, `jax.eval_shape`
+    ...). A call made from code being staged out is inlined into the outer jaxpr and
+    compiled with it, never alone. No public API says whether a trace is nested."""
+    return code.co_name == "trace_to_jaxpr" and code.co_filename.endswith(_STAGING_FILE)

@@ -98,6 +98,22 @@ def check_axis_size(api: str, value: object) -> int | None:
     return number
 
 
+ON_EXCEED = ("raise", "warn", "log")
+
+
+def check_on_exceed(api: str, value: object, parameter: str = "on_exceed") -> str | None:
+    """Checks ``on_exceed``: ``None`` (the process default) or one of `ON_EXCEED`."""
+    if value is None:
+        return None
+    expected = "None or one of 'raise', 'warn', 'log'"
+    if not issubclass(type(value), str):
+        raise TypeError(message(api, parameter, f"{expected} (a str)", value))
+    policy = str.__str__(cast(str, value))  # a plain str: no subclass hooks from here on
+    if policy not in ON_EXCEED:
+        raise ValueError(message(api, parameter, expected, policy))
+    return policy
+
+
 def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
     """Normalizes an argnames option to a tuple of distinct, non-empty names.
 

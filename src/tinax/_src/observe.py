@@ -1,0 +1,714 @@
+"""Observability for long runs: the ``tinax`` logger, the overrun policy, per-trace facts,
+the registry of live budgeted objects, and the rebuilt-wrapper warning.
+
+Everything here runs at wrap time or at trace time, never on a cached call. With
+logging off, a trace pays for a walk up the stack (its call site), two clock
+reads, and a few dictionary lookups; nothing is formatted unless the ``tinax``
+logger is enabled for the record's level.
+
+- **Logging**: one record per trace on the ``tinax`` logger: ``DEBUG`` for the
+  first trace of an object, ``INFO`` for a retrace (with its differences from
+  the closest earlier trace), ``WARNING`` for a trace refused or over budget.
+  Silent by default, like any library's logger (a `logging.NullHandler`).
+- **Overrun policy**: ``"raise"`` (the default), ``"warn"`` (a
+  `TraceBudgetWarning`, then the trace runs and is counted) or ``"log"`` (a
+  ``WARNING`` record, then the trace runs). The object's ``on_exceed`` wins,
+  then the innermost `exceed_policy` of the current thread, then the
+  ``TINAX_ON_EXCEED`` environment variable (read at import), then ``"raise"``.
+- **Per-trace facts**: the call site (first frame outside JAX, tinax and the
+  standard library), trace wall time, and compile time, attributed from
+  `jax.monitoring` duration events to the trace that caused them.
+- **Registry**: `budgets` lists every live `BoundedJit`/`BatchedJit` through
+  weak references.
+- **Rebuilt wrappers**: a `TraceBudgetWarning` once per place where objects for
+  one function and one set of options keep being built, each tracing the same
+  signature.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import os
+import site
+import sys
+import sysconfig
+import threading
+import types
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+import attrs
+import jax
+import jax.monitoring
+
+from tinax._src import compare, private, report
+from tinax._src.errors import TraceBudgetError, TraceBudgetWarning
+from tinax._src.validation import ON_EXCEED, check_on_exceed, describe
+
+if TYPE_CHECKING:
+    from tinax._src.budget import Ledger
+    from tinax._src.record import TracedSignature
+
+Policy = Literal["raise", "warn", "log"]
+
+logger = logging.getLogger("tinax")
+logger.addHandler(logging.NullHandler())  # silent until the application configures logging
+
+# --- the overrun policy --------------------------------------------------------------------
+
+ENVIRONMENT_VARIABLE = "TINAX_ON_EXCEED"
+
+
+def policy_from_environment(value: str | None) -> Policy | None:
+    """The policy named by the environment variable's value (``None`` if unset or empty).
+
+    Raises:
+        ValueError: The value is not one of ``raise``, ``warn``, ``log`` (case and
+            surrounding spaces ignored): a typo must stop the job at start, not
+            at hour 40.
+    """
+    if value is None or not value.strip():
+        return None
+    policy = value.strip().lower()
+    if policy not in ON_EXCEED:
+        raise ValueError(
+            f"tinax: the environment variable {ENVIRONMENT_VARIABLE} must be one of "
+            f"'raise', 'warn', 'log' (or empty); got {value!r}."
+        )
+    return policy
+
+
+_ENVIRONMENT: Policy | None = policy_from_environment(os.environ.get(ENVIRONMENT_VARIABLE))
+_CONTEXT: contextvars.ContextVar[Policy | None] = contextvars.ContextVar(
+    "tinax_on_exceed", default=None
+)
+
+
+def resolve(own: str | None) -> Policy:
+    """The policy for an overrun: the object's own, the innermost context, the
+    environment, then ``"raise"``."""
+    return cast(Policy, own or _CONTEXT.get() or _ENVIRONMENT or "raise")
+
+
+class _PolicyScope:
+    """The context manager `exceed_policy` returns; re-entrant, one token per entry."""
+
+    __slots__ = ("_policy", "_tokens")
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy: Policy = policy
+        self._tokens: list[contextvars.Token[Policy | None]] = []
+
+    def __enter__(self) -> None:
+        self._tokens.append(_CONTEXT.set(self._policy))
+
+    def __exit__(self, *exc_info: object) -> None:
+        _CONTEXT.reset(self._tokens.pop())
+
+    def __repr__(self) -> str:
+        return f"exceed_policy({self._policy!r})"
+
+
+def exceed_policy(policy: Policy) -> _PolicyScope:
+    """Sets what a trace over its budget does, for objects without their own ``on_exceed``.
+
+    A three-day training job wants an overrun reported, not a crash at hour 40.
+    Inside ``with exceed_policy("warn"):`` every `BoundedJit`/`BatchedJit`
+    whose ``on_exceed`` is ``None`` warns instead of raising. The scope is the
+    current thread (and asyncio task), as for JAX's own configuration context
+    managers; nested scopes stack, the innermost wins. An object's own
+    ``on_exceed`` wins over any scope; outside every scope, the environment
+    variable ``TINAX_ON_EXCEED`` (read when tinax is imported) applies, then
+    ``"raise"``. Under `chex.disable_asserts` a trace over budget is counted,
+    never raised or warned, as before (it is still logged).
+
+    Args:
+        policy: ``"raise"``: refuse the trace with `TraceBudgetError` (the
+            default). ``"warn"``: emit a `TraceBudgetWarning` carrying the same
+            diagnosis, then let the trace run and count it. ``"log"``: log the
+            diagnosis at ``WARNING`` on the ``tinax`` logger, then let the trace
+            run and count it.
+
+    Returns:
+        A context manager (re-entrant) that sets the policy while it is entered.
+
+    Raises:
+        TypeError: If `policy` is not a str.
+        ValueError: If `policy` is not ``"raise"``, ``"warn"`` or ``"log"``.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from tinax.jit import bounded_jit, exceed_policy
+        >>> step = bounded_jit(lambda x: x + 1, max_traces=0)
+        >>> with exceed_policy("log"):
+        ...     step(jnp.ones(3)).tolist()
+        [2.0, 2.0, 2.0]
+        >>> step.traces_used
+        1
+    """
+    checked = check_on_exceed("exceed_policy", policy, parameter="policy")
+    if checked is None:
+        raise TypeError(
+            "exceed_policy: policy must be one of 'raise', 'warn', 'log'; got None (NoneType)."
+        )
+    return _PolicyScope(cast(Policy, checked))
+
+
+# --- frames: the call site and the construction site ---------------------------------------
+
+_USER, _LIBRARY, _JAX = 0, 1, 2
+
+
+def _directory(module: types.ModuleType) -> str:
+    return os.path.dirname(os.path.abspath(module.__file__ or "")) + os.sep
+
+
+def _library_directories() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """``(JAX's, tinax's and the standard library's, site-packages)`` directories."""
+    import jaxlib  # pyright: ignore[reportMissingTypeStubs]
+
+    import tinax
+
+    jax_dirs = (_directory(jax), _directory(jaxlib))
+    paths = sysconfig.get_paths()
+    stdlib = {
+        os.path.abspath(paths[key]) + os.sep for key in ("stdlib", "platstdlib") if key in paths
+    }
+    sites = {os.path.abspath(paths[key]) + os.sep for key in ("purelib", "platlib") if key in paths}
+    try:
+        sites.update(os.path.abspath(path) + os.sep for path in site.getsitepackages())
+    except Exception:  # some embedded interpreters have no site.getsitepackages
+        pass
+    sites.update(os.path.abspath(path) + os.sep for path in sys.path if path.endswith("-packages"))
+    return jax_dirs, (_directory(tinax), *sorted(stdlib)), tuple(sorted(sites))
+
+
+_JAX_DIRS, _LIBRARY_DIRS, _SITE_DIRS = _library_directories()
+_KINDS: dict[str, int] = {}
+_SHOWN: dict[str, str] = {}
+_CACHE_LIMIT = 4096
+
+
+def _classify(filename: str) -> int:
+    if filename.startswith(("<frozen ", "<attrs generated")):
+        return _LIBRARY  # the import system; attrs' generated __init__ of our classes
+    if filename.startswith("<"):
+        return _USER  # <string>, <stdin>, a notebook cell
+    path = os.path.abspath(filename)
+    if path.startswith(_JAX_DIRS):
+        return _JAX
+    if path.startswith(_LIBRARY_DIRS) and not path.startswith(_SITE_DIRS):
+        return _LIBRARY
+    return _USER
+
+
+def _kind(filename: str) -> int:
+    kind = _KINDS.get(filename)
+    if kind is None:
+        if len(_KINDS) > _CACHE_LIMIT:
+            _KINDS.clear()
+        kind = _KINDS[filename] = _classify(filename)
+    return kind
+
+
+def _shown(filename: str) -> str:
+    """The file as the budget error shows locations: relative to the working directory
+    when inside it."""
+    shown = _SHOWN.get(filename)
+    if shown is None:
+        shown = filename
+        try:
+            relative = os.path.relpath(filename)
+        except ValueError:  # another drive (Windows)
+            relative = filename
+        if not relative.startswith(".."):
+            shown = relative
+        if len(_SHOWN) > _CACHE_LIMIT:
+            _SHOWN.clear()
+        _SHOWN[filename] = shown
+    return shown
+
+
+def _caller() -> types.FrameType | None:
+    """The frame that called the function calling this one."""
+    frame = inspect.currentframe()
+    return None if frame is None or frame.f_back is None else frame.f_back.f_back
+
+
+def _user_frame(frame: types.FrameType | None) -> types.FrameType | None:
+    """The first frame, from ``frame`` outwards, outside JAX, tinax and the standard library."""
+    while frame is not None and _kind(frame.f_code.co_filename) != _USER:
+        frame = frame.f_back
+    return frame
+
+
+def call_site() -> tuple[str | None, bool]:
+    """``(file:line of the user's call, whether that call is being staged out)``.
+
+    Called from inside a trace. The second item is true when JAX is staging
+    the user's code out to a jaxpr (an outer `jax.jit`, a `jax.lax.scan`
+    body...): the trace is then inlined into the outer one and compiled with
+    it, never alone. Under `jax.grad` or `jax.vmap` alone it is false: the
+    transformed trace is compiled by itself.
+    """
+    frame = _user_frame(_caller())
+    if frame is None:
+        return None, False
+    site = f"{_shown(frame.f_code.co_filename)}:{frame.f_lineno}"
+    above = frame.f_back
+    while above is not None:
+        code = above.f_code
+        if _kind(code.co_filename) == _JAX and private.stages_out(code):
+            return site, True
+        above = above.f_back
+    return site, False
+
+
+def construction_site() -> tuple[str, int] | None:
+    """``(file, line)`` of the user's code that is building a budgeted object."""
+    frame = _user_frame(_caller())
+    if frame is None:
+        return None
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _warn(warning: Warning, site: tuple[str, int] | None = None) -> None:
+    """Emits ``warning`` as if from ``site``, else from the user's frame on the stack."""
+    if site is not None:
+        warnings.warn_explicit(warning, type(warning), site[0], site[1])
+        return
+    frame = _user_frame(_caller())
+    if frame is None:
+        warnings.warn(warning, stacklevel=2)
+        return
+    globals_ = frame.f_globals
+    registry = globals_.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(
+        warning,
+        type(warning),
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=globals_.get("__name__"),
+        registry=registry,
+    )
+
+
+# --- compile time, from jax.monitoring ----------------------------------------------------
+
+_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_local = threading.local()
+
+
+def _compiled_as(event_name: object, name: str) -> bool:
+    """Whether a compile event's ``fun_name`` (``jit(step)``, ``jit_step``) names ``name``."""
+    if not isinstance(event_name, str):
+        return True  # a JAX that does not name it: the thread's last trace it is
+    return event_name == name or event_name.endswith(f"({name})") or event_name == f"jit_{name}"
+
+
+def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> None:
+    """Adds XLA compile time to the trace that caused it: the last trace counted in
+    this thread, when the compiled module carries its name.
+
+    After the trace, JAX reports at most one trace event, for the trace itself
+    (none when it ran under `jax.grad` or `jax.vmap`); a further trace event,
+    for any function, means the program has moved on, and ends the attribution.
+    """
+    try:
+        pending = getattr(_local, "pending", None)
+        if pending is None:
+            return
+        ledger_ref, entry, name, own_event_seen = pending
+        if event == _TRACE_EVENT:
+            if own_event_seen or metadata.get("fun_name") != name:
+                _local.pending = None
+            else:
+                _local.pending = (ledger_ref, entry, name, True)
+            return
+        if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
+            return
+        ledger = ledger_ref()
+        updated = None if ledger is None else ledger.add_compile_seconds(entry, duration_secs)
+        _local.pending = None if updated is None else (ledger_ref, updated, name, own_event_seen)
+    except Exception:  # a listener must never break a compile
+        _local.pending = None
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+def expect_compile(ledger: Ledger, entry: TracedSignature | None, name: str) -> None:
+    """Marks ``entry`` as the trace the next compiles of ``name`` in this thread are
+    for; ``None`` ends any earlier attribution (a trace that is staged out)."""
+    _local.pending = None if entry is None else (weakref.ref(ledger), entry, name, False)
+
+
+# --- the registry of live objects ----------------------------------------------------------
+
+_registry_lock = threading.RLock()
+_registry: list[weakref.ref[Any]] = []
+_prune_at = 64
+
+
+def register(owner: Any, ledger: Ledger) -> None:
+    """Adds a freshly built object to the registry (a weak reference) and gives its
+    ledger what trace time needs: the construction site, the policy, the owner."""
+    global _prune_at
+    ledger.built_at = construction_site()
+    ledger.on_exceed = owner.on_exceed
+    ref = weakref.ref(owner)
+    ledger.owner = ref
+    with _registry_lock:
+        _registry.append(ref)
+        if len(_registry) >= _prune_at:  # dead references go in amortized O(1)
+            _registry[:] = [alive for alive in _registry if alive() is not None]
+            _prune_at = max(64, 2 * len(_registry))
+
+
+def budgets() -> Budgets:
+    """Every live `BoundedJit` and `BatchedJit` in the process, most compile time first.
+
+    For the end of a training script or a debugging session: ``print(budgets())``
+    shows one table of every budgeted function, where it is defined, its traces
+    against its budget, the time spent tracing and compiling it, and why it last
+    retraced. The registry holds weak references only: an object dropped by the
+    program is gone from it (and freed) as from everywhere else.
+
+    Returns:
+        A tuple of the objects, sorted by total compile time (largest first, then
+        in order of creation), that prints as a table.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from tinax.jit import bounded_jit, budgets
+        >>> double = bounded_jit(lambda x: x * 2, max_traces=1)
+        >>> _ = double(jnp.ones(3))
+        >>> double in budgets()
+        True
+    """
+    with _registry_lock:
+        alive = [owner for ref in _registry if (owner := ref()) is not None]
+    totals = [(_total(owner, "compile_seconds"), index) for index, owner in enumerate(alive)]
+    order = sorted(range(len(alive)), key=lambda index: (-totals[index][0], index))
+    return Budgets(alive[index] for index in order)
+
+
+def _total(owner: Any, fact: str) -> float:
+    return sum(getattr(entry, fact) or 0.0 for entry in owner.traced_signatures)
+
+
+class Budgets(tuple[Any, ...]):
+    """The live budgeted objects, as `budgets` returns them; prints as a table."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return budgets_table(self)
+
+
+_MAX_CAUSE = 70
+_MAX_NAME = 40
+
+
+def _seconds(total: float, any_fact: bool) -> str:
+    if not any_fact:
+        return "-"
+    return f"{total * 1e3:.1f} ms" if total < 1.0 else f"{total:.2f} s"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
+    """The first difference of the latest retrace from its closest earlier trace."""
+    if len(history) < 2:
+        return "-"
+    try:
+        found = list(compare.closest(history[:-1], history[-1])[1])
+    except Exception:  # a table for a person must print whatever the history holds
+        return "?"
+    if not found:
+        return "no difference in the abstract signature"
+    more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+    return f"#{history[-1].number}: {found[0]}{more}"
+
+
+def budgets_table(objects: Sequence[Any]) -> str:
+    """One row per object: function, location, traces/budget, trace and compile time,
+    last retrace cause."""
+    if not objects:
+        return "no live budgeted objects"
+    header = ["function", "location", "traces", "trace time", "compile time", "last retrace"]
+    rows = [header]
+    for owner in objects:
+        history = owner.traced_signatures
+        used, budget = owner.traces_used, owner.max_traces
+        traces = f"{used}/{budget}" + (" over" if used > budget else "")
+        rows.append(
+            [
+                _cut(report.function_name(owner.function), _MAX_NAME),
+                report.function_location(owner.function) or "?",
+                traces,
+                _seconds(
+                    sum(entry.trace_seconds or 0.0 for entry in history),
+                    any(entry.trace_seconds is not None for entry in history),
+                ),
+                _seconds(
+                    sum(entry.compile_seconds or 0.0 for entry in history),
+                    any(entry.compile_seconds is not None for entry in history),
+                ),
+                _cut(last_retrace_cause(history), _MAX_CAUSE),
+            ]
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+# --- rebuilt wrappers ----------------------------------------------------------------------
+
+REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature
+
+
+@attrs.define(eq=False)
+class _Site:
+    """Objects built at one place for one function: how many in a row traced alike."""
+
+    alive: Callable[[], object] | None  # a weak reference that identifies the function
+    options: tuple[Any, ...]
+    signature: TracedSignature
+    count: int = 1
+    warned: bool = False
+
+
+_sites_lock = threading.RLock()
+_sites: dict[tuple[Any, ...], _Site] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _identity(function: object) -> tuple[tuple[int, ...], object]:
+    """``(ids that identify function, the object whose life bounds that identity)``."""
+    if isinstance(function, types.MethodType):  # a new bound method on every attribute read
+        return (id(function.__func__), id(function.__self__)), function.__self__
+    return (id(function),), function
+
+
+def _frozen(value: object) -> object:
+    try:
+        hash(value)
+    except Exception:
+        return ("unhashable", describe(value))
+    return value
+
+
+def _options(owner: Any) -> tuple[Any, ...]:
+    kind = cast("type[Any]", type(owner))
+    names = _FIELDS.get(kind)
+    if names is None:
+        names = _FIELDS[kind] = tuple(
+            field.name for field in attrs.fields(kind) if field.name != "function"
+        )
+    return (kind.__name__, *(_frozen(getattr(owner, name)) for name in names))
+
+
+def _same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+def _same_signature(earlier: TracedSignature, call: TracedSignature) -> bool:
+    """Whether JAX's trace cache would treat the two alike."""
+    try:
+        return compare.matches(earlier, call)
+    except Exception:
+        return False
+
+
+def _forget(key: tuple[Any, ...]) -> Callable[[object], None]:
+    """A weak reference callback that drops ``key``'s entry when its function dies (it
+    holds the key only: no cycle through the entry)."""
+
+    def forget(ref: object) -> None:
+        with _sites_lock:
+            site = _sites.get(key)
+            if site is not None and site.alive is ref:
+                del _sites[key]
+
+    return forget
+
+
+def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSignature) -> None:
+    """At the first trace of an object: warns, once per place, when objects built there
+    for this function with these options keep being built and tracing this signature."""
+    ledger.first_traced = True
+    built_at = ledger.built_at
+    owner = ledger.owner() if ledger.owner is not None else None
+    if built_at is None or owner is None:
+        return
+    ids, life = _identity(function)
+    key = (built_at, ids)
+    options = _options(owner)
+    with _sites_lock:
+        site = _sites.get(key)
+        if site is not None and site.alive is not None and site.alive() is None:
+            site = None  # the function died and its id was reused
+        if site is None or not _same(site.options, options):
+            site = _Site(None, options, call)
+            try:
+                site.alive = weakref.ref(life, _forget(key))
+            except TypeError:  # not weakly referenceable (a builtin): lives as long as ever
+                site.alive = None
+            if len(_sites) > _CACHE_LIMIT:
+                _sites.clear()
+            _sites[key] = site
+            return
+        if _same_signature(site.signature, call):
+            site.count += 1
+        else:
+            site.count, site.signature = 1, call
+        warn = site.count >= REBUILT_THRESHOLD and not site.warned
+        if warn:
+            site.warned = True
+        count = site.count
+    if warn:
+        _warn(_rebuilt_warning(owner, function, built_at, count, call), site=built_at)
+
+
+def _rebuilt_warning(
+    owner: Any, function: Callable[..., Any], built_at: tuple[str, int], count: int, call: Any
+) -> TraceBudgetWarning:
+    name = report.function_name(function)
+    kind = type(owner).__name__
+    where = f"{_shown(built_at[0])}:{built_at[1]}"
+    message = (
+        f"{kind} objects for {name} were built {count} times at {where}, with the same "
+        f"options, and each traced the same signature: every new object traces and "
+        f"compiles again, and its budget (max_traces={owner.max_traces}) starts from zero, "
+        f"so it never sees these retraces. Build the wrapper once, outside the loop or "
+        f"function that runs per step, and reuse it. (Warned once per place.)"
+    )
+    return TraceBudgetWarning(
+        message,
+        function_name=name,
+        location=report.function_location(function),
+        max_traces=owner.max_traces,
+        traces_used=0,
+        signature=call,
+        closest=call,
+        differences=(),
+    )
+
+
+# --- what a trace reports ------------------------------------------------------------------
+
+
+def refused(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    history: Sequence[TracedSignature],
+    call: TracedSignature,
+) -> TraceBudgetError:
+    """The error for a trace refused by the budget, logged at ``WARNING`` first."""
+    error = report.budget_error(function, max_traces, used, attempt, history, call)
+    if logger.isEnabledFor(logging.WARNING):
+        logger.warning("%s", error)
+    return error
+
+
+def _outcome(policy: Policy | None) -> str:
+    if policy is None:
+        return "chex assertions are disabled: this trace runs and is counted."
+    return f"on_exceed={policy!r}: this trace runs and is counted."
+
+
+def overrun(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    history: Sequence[TracedSignature],
+    call: TracedSignature,
+    policy: Policy | None,
+) -> None:
+    """Reports a trace over budget that runs anyway: a warning (policy ``"warn"``) and a
+    ``WARNING`` record. ``policy`` is ``None`` when chex assertions are disabled."""
+    logged = logger.isEnabledFor(logging.WARNING)
+    if policy != "warn" and not logged:
+        return
+    error = report.budget_error(function, max_traces, used, attempt, history, call)
+    message = _overrun_message(str(error), _outcome(policy))
+    if logged:
+        logger.warning("%s", message)
+    if policy == "warn":
+        _warn(
+            TraceBudgetWarning(
+                message,
+                function_name=error.function_name,
+                location=error.location,
+                max_traces=error.max_traces,
+                traces_used=error.traces_used,
+                signature=error.signature,
+                closest=error.closest,
+                differences=error.differences,
+            )
+        )
+
+
+def _overrun_message(text: str, outcome: str) -> str:
+    """The error's text for a trace that runs: its second line, which says the call
+    was refused, becomes ``outcome``."""
+    lines = text.split("\n")
+    if len(lines) > 1 and "refused" in lines[1]:
+        lines[1] = outcome
+    else:
+        lines.insert(1, outcome)
+    return "\n".join(lines)
+
+
+def _milliseconds(seconds: float | None) -> str:
+    return "?" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def committed(
+    ledger: Ledger,
+    function: Callable[..., Any],
+    name: str,
+    max_traces: int,
+    entry: TracedSignature,
+    earlier: Sequence[TracedSignature],
+    nested: bool,
+    logged: bool,
+) -> None:
+    """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
+    first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
+    expect_compile(ledger, None if nested else entry, name)
+    if logged:
+        return
+    level = logging.DEBUG if not earlier else logging.INFO
+    if not logger.isEnabledFor(level):
+        return
+    where = report.function_location(function)
+    heading = report.function_name(function) + (f" ({where})" if where else "")
+    called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
+    head = (
+        f"{heading}: {'trace' if not earlier else 'retrace, trace'} {entry.number} of "
+        f"max_traces={max_traces}, {called}, traced in {_milliseconds(entry.trace_seconds)}"
+    )
+    if not earlier:
+        logger.debug("%s: %s", head, str(entry).partition(": ")[2])
+        return
+    best, found = compare.closest(earlier, entry)
+    lines = report.explanation_lines(best, found, entry)
+    logger.info("%s\n%s", head, "\n".join(lines))
