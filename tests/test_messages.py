@@ -428,7 +428,7 @@ class TestLocatedDifferences:
         placed = jax.device_put(params, jax.sharding.NamedSharding(mesh8, PartitionSpec()))
         text = self.explained(step, ((params,), {}), ((placed,), {}))
         mesh = "AbstractMesh('x': 8, axis_types=(Auto,))"
-        assert text[2] == f"params (13 leaves): no mesh -> {mesh} (sharding: no mesh -> {mesh})"
+        assert text[2] == f"params (13 leaves): no mesh -> {mesh} (sharding)"
         assert text[3:] == [
             "How to fix:",
             "sharding: give inputs one sharding on every call, the first included: "

@@ -257,7 +257,10 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
         tuple(kinds),
         ", ".join(details),
         fix=fix,
-        cause=None if cause is None else (*cause, ", ".join(details)),
+        # A grouped line shows the placements as before -> after: its detail is the kind.
+        cause=None
+        if cause is None
+        else (*cause, "sharding" if "sharding" in kinds else details[0]),
     )
 
 
