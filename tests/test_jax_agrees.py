@@ -12,6 +12,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +32,31 @@ class ByIdentity:
 
     def __repr__(self):
         return f"ByIdentity(n={self.n})"
+
+
+class EqualButHashedByIdentity:
+    """== by value, hash by identity: JAX reuses the trace (the hash does not decide)."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.n == self.n
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return f"EqualButHashedByIdentity(n={self.n})"
+
+
+class HashedButEqualByIdentity:
+    """One hash for all, == by identity, one repr: JAX retraces for every new instance."""
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return "HashedButEqualByIdentity()"
 
 
 DTYPES = {"f32": jnp.float32, "i32": jnp.int32, "bf16": jnp.bfloat16, "bool": jnp.bool_}
@@ -53,6 +79,8 @@ def build(spec):
 statics = st.one_of(
     st.builds(Config, hidden=st.sampled_from([16, 32])),
     st.builds(ByIdentity, st.integers(0, 1)),
+    st.builds(EqualButHashedByIdentity, st.integers(0, 1)),
+    st.builds(HashedButEqualByIdentity),
     st.sampled_from([1, 1.0, True, "relu", "gelu", (1, 2), (1.0, 2)]),
 )
 
@@ -91,6 +119,8 @@ def second_calls(draw, first):
                     st.just(static),
                     st.builds(Config, activation=st.sampled_from(["relu", "gelu"])),
                     st.builds(ByIdentity, st.integers(0, 1)),
+                    st.builds(EqualButHashedByIdentity, st.integers(0, 1)),
+                    st.builds(HashedButEqualByIdentity),
                     statics,
                 )
             )
@@ -120,6 +150,26 @@ def test_explain_retraces_exactly_when_jax_traces_again(data):
     if explanation.retraces:
         assert explanation.differences, str(explanation)  # never "no difference" for a retrace
         assert "does not show" not in str(explanation)
+
+
+@pytest.mark.parametrize(
+    ("make", "retraces"),
+    [
+        (ByIdentity, True),
+        (lambda n: HashedButEqualByIdentity(), True),
+        (EqualButHashedByIdentity, False),  # measured: the hash does not decide, == does
+    ],
+    ids=["identity", "same-hash-but-unequal", "equal-but-another-hash"],
+)
+def test_a_new_static_instance_retraces_exactly_when_jax_finds_it_unequal(make, retraces):
+    step = bounded_jit(lambda x, c: x, max_traces=2, static_argnames="c")
+    step.trace(jnp.ones(1), c=make(1))
+    explanation = step.explain(jnp.ones(1), c=make(1))
+    step.trace(jnp.ones(1), c=make(1))
+    assert explanation.retraces == retraces == (step.traces_used == 2)
+    if retraces:
+        [difference] = explanation.differences
+        assert difference.kinds == ("static equality",)
 
 
 def test_a_static_value_equal_to_itself_only_is_a_retrace_even_with_equal_repr():
