@@ -82,7 +82,7 @@ def leaf_types(tree):
 
 class TestAbstractArguments:
     def test_array_leaves_become_shape_dtype_structs_with_the_traced_types(self, make_bounded):
-        step, signature = traced(make_bounded, static_argnames="mode")
+        _step, signature = traced(make_bounded, static_argnames="mode")
         args, kwargs = signature.abstract_arguments()
         original_args, original_kwargs = everything_arguments()
         assert kwargs.pop("mode") == original_kwargs.pop("mode")  # static
@@ -93,7 +93,7 @@ class TestAbstractArguments:
     def test_tree_structure_is_rebuilt_exactly_when_it_has_custom_nodes_and_none(
         self, make_bounded
     ):
-        step, signature = traced(make_bounded, static_argnames="mode")
+        _step, signature = traced(make_bounded, static_argnames="mode")
         args, kwargs = signature.abstract_arguments()
         original_args, original_kwargs = everything_arguments()
         assert jax.tree.structure((args, kwargs)) == jax.tree.structure(
@@ -103,14 +103,14 @@ class TestAbstractArguments:
         assert args[0]["layer"].b is None and args[0]["layer"].n == 4
 
     def test_arguments_keep_how_they_were_passed_when_star_and_keywords(self, make_bounded):
-        step, signature = traced(make_bounded, static_argnames="mode")
+        _step, signature = traced(make_bounded, static_argnames="mode")
         args, kwargs = signature.abstract_arguments()
         assert len(args) == 4  # params, batch, then the two *extra splatted back
         assert list(kwargs) == ["lr", "mode", "momentum"]
         assert kwargs["mode"] == "eval"  # static: the value traced
 
     def test_weak_type_is_kept_when_a_python_scalar_was_traced(self, make_bounded):
-        step, signature = traced(make_bounded, static_argnames="mode")
+        _step, signature = traced(make_bounded, static_argnames="mode")
         args, kwargs = signature.abstract_arguments()
         assert kwargs["lr"].weak_type and args[3].weak_type
         assert not kwargs["momentum"].weak_type
@@ -187,7 +187,7 @@ class TestAbstractArguments:
 class TestAbstractArgumentsOnMeshes:
     def test_sharding_is_concrete_when_the_bound_mesh_matches(self, make_bounded, explicit_mesh8):
         x = jax.device_put(jnp.ones((16, 3)), NamedSharding(explicit_mesh8, P("x")))
-        step, signature = traced(
+        _step, signature = traced(
             make_bounded, lambda v: v * 2, call=((x,), {}), mesh=explicit_mesh8
         )
         from tinax._src.abstract import abstract_arguments
@@ -197,7 +197,7 @@ class TestAbstractArgumentsOnMeshes:
 
     def test_sharding_is_concrete_when_the_ambient_mesh_matches(self, make_bounded, explicit_mesh8):
         x = jax.device_put(jnp.ones((16, 3)), NamedSharding(explicit_mesh8, P("x")))
-        step, signature = traced(
+        _step, signature = traced(
             make_bounded, lambda v: v * 2, call=((x,), {}), mesh=explicit_mesh8
         )
         with jax.set_mesh(explicit_mesh8):
@@ -216,7 +216,7 @@ class TestAbstractArgumentsOnMeshes:
         assert step.traces_used == 1
 
     def test_unsharded_array_gets_no_sharding(self, make_bounded):
-        step, signature = traced(make_bounded, lambda v: v, call=((jnp.ones(3),), {}))
+        _step, signature = traced(make_bounded, lambda v: v, call=((jnp.ones(3),), {}))
         (struct,), _ = signature.abstract_arguments()
         assert struct.sharding is None
 
@@ -249,7 +249,7 @@ class TestPrecompile:
         self, make_bounded, jax_events
     ):
         args, kwargs = everything_arguments()
-        first, signature = traced(make_bounded, static_argnames="mode")
+        _first, signature = traced(make_bounded, static_argnames="mode")
         step = make_bounded(make_everything(), max_traces=1, static_argnames="mode")
         step.precompile(signature)
         assert step.traces_used == 1
@@ -298,7 +298,7 @@ class TestPrecompile:
         self, make_bounded, explicit_mesh8, jax_events
     ):
         x = jax.device_put(jnp.ones((16, 3)), NamedSharding(explicit_mesh8, P("x")))
-        first, signature = traced(
+        _first, signature = traced(
             make_bounded, lambda v: v * 2, call=((x,), {}), mesh=explicit_mesh8
         )
         step = make_bounded(lambda v: v * 2, max_traces=1, mesh=explicit_mesh8)
@@ -321,7 +321,7 @@ class TestPrecompile:
         self, make_bounded, explicit_mesh8
     ):
         x = jax.device_put(jnp.ones((16, 3)), NamedSharding(explicit_mesh8, P("x")))
-        first, signature = traced(
+        _first, signature = traced(
             make_bounded, lambda v: v * 2, call=((x,), {}), mesh=explicit_mesh8
         )
         step = make_bounded(lambda v: v * 2, max_traces=1)
@@ -334,7 +334,7 @@ class TestPrecompile:
     ):
         x = jax.device_put(jnp.ones((16, 3)), NamedSharding(explicit_mesh8, P("x")))
         with jax.set_mesh(explicit_mesh8):
-            first, signature = traced(make_bounded, lambda v: v * 2, call=((x,), {}))
+            _first, signature = traced(make_bounded, lambda v: v * 2, call=((x,), {}))
             step = make_bounded(lambda v: v * 2, max_traces=1)
             step.precompile(signature)
             step(x)
@@ -345,5 +345,7 @@ class TestPrecompile:
         step(jnp.ones(2))
         signature = step.traced_signatures[-1]
         assert isinstance(signature, TracedSignature)
-        with pytest.raises(TypeError):  # with a keyword, the signature is an argument (not an array)
+        with pytest.raises(
+            TypeError
+        ):  # with a keyword, the signature is an argument (not an array)
             step.precompile(signature, flag=jnp.ones(1))

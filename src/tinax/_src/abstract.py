@@ -17,7 +17,7 @@ ambient one set by `jax.set_mesh`), and kept abstract otherwise.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import jax
@@ -89,9 +89,12 @@ def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
     )
 
 
-def _argument_value(argument: Argument, mesh: Mesh | None) -> Any:
+def _argument_value(
+    argument: Argument, mesh: Mesh | None, static: Callable[[Any], Any] | None
+) -> Any:
     if argument.static:
-        return argument.values[0]
+        value = argument.values[0]
+        return value if static is None else static(value)
     leaves = [
         shape_dtype_struct(value, mesh) if is_abstract(value) else value
         for value in argument.values
@@ -100,7 +103,10 @@ def _argument_value(argument: Argument, mesh: Mesh | None) -> Any:
 
 
 def abstract_arguments(
-    signature: TracedSignature, mesh: Mesh | None = None
+    signature: TracedSignature,
+    mesh: Mesh | None = None,
+    *,
+    static: Callable[[Any], Any] | None = None,
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``(args, kwargs)`` that JAX keys exactly as the traced call of ``signature``.
 
@@ -115,6 +121,8 @@ def abstract_arguments(
         signature: A recorded trace.
         mesh: A concrete mesh to place abstract shardings on, tried before the
             ambient one.
+        static: Applied to each static argument's value (``tinax.testing`` marks
+            them so that they are not flattened).
 
     Returns:
         ``(args, kwargs)``.
@@ -131,7 +139,7 @@ def abstract_arguments(
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
     for argument in signature.recorded:
-        value = _argument_value(argument, mesh)
+        value = _argument_value(argument, mesh, static)
         if argument.star:
             args.extend(value)
         elif argument.keyword:

@@ -1,0 +1,465 @@
+"""Property tests of budgeted functions: draw values at a fixed abstract signature.
+
+A property test that draws shapes or dtypes makes a compiled function trace
+and compile on every new draw. `arguments` draws only *values*: every draw has
+exactly the abstract signature of a recorded trace (or of given
+`jax.ShapeDtypeStruct`s), so thousands of examples run against one compiled
+executable, and the trace budget still guards the signature. `no_new_traces`
+asserts it. hypothesis is an optional dependency (the ``testing`` extra).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, cast
+
+try:
+    import hypothesis.extra.numpy as hnp
+    from hypothesis import strategies as st
+except ImportError as error:  # pragma: no cover - exercised in a subprocess
+    raise ImportError(
+        "tinax.testing needs hypothesis, an optional dependency of tinax: "
+        "pip install 'tinax[testing]'"
+    ) from error
+
+import attrs
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AbstractMesh, Mesh
+
+from tinax._src import abstract, compare, report, validation
+from tinax._src.common import BudgetedMixin
+from tinax._src.record import TracedSignature
+
+Call = tuple[tuple[Any, ...], dict[str, Any]]
+
+KINDS = ("bool", "int", "uint", "float", "complex")
+FLOAT_BOUND = 10.0
+INT_BOUND = 100
+_KEY_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+_API = "arguments"
+# Untyped views of the JAX modules (some of their signatures name unknown types).
+_jax: Any = jax
+_jnp: Any = jnp
+
+# --- elements ------------------------------------------------------------------------------
+
+
+def _kind(dtype: np.dtype[Any]) -> str | None:
+    for kind, family in (
+        ("bool", jnp.bool_),
+        ("int", jnp.signedinteger),
+        ("uint", jnp.unsignedinteger),
+        ("float", jnp.floating),
+        ("complex", jnp.complexfloating),
+    ):
+        if jnp.issubdtype(dtype, family):
+            return kind
+    return None
+
+
+def _rounded(dtype: np.dtype[Any]) -> Callable[[Any], Any]:
+    """A drawn scalar as a scalar of ``dtype`` (floats rounded to its precision)."""
+    scalar: Any = dtype.type
+
+    def convert(value: Any) -> Any:
+        return scalar(value)
+
+    return convert
+
+
+def _default_elements(dtype: np.dtype[Any], kind: str) -> st.SearchStrategy[Any]:
+    """Finite, moderate scalars of ``dtype``, shrinking towards zero.
+
+    NumPy's own dtypes go to `hypothesis.extra.numpy.from_dtype` as they are;
+    the narrow types of ``ml_dtypes`` (bfloat16, float8, int4...) are drawn as
+    float32 or int64 within their range, then rounded to the type.
+    """
+    native = dtype.type.__module__ == "numpy"  # not ml_dtypes' (kind "V", or "f" for some)
+    if kind == "bool":
+        return st.booleans()
+    if kind in ("int", "uint"):
+        info = jnp.iinfo(dtype)
+        low, high = max(int(info.min), -INT_BOUND), min(int(info.max), INT_BOUND)
+        carrier = dtype if native else np.dtype(np.int64)
+        return hnp.from_dtype(carrier, min_value=low, max_value=high).map(_rounded(dtype))
+    if kind == "float":
+        info = _jnp.finfo(dtype)
+        bound = min(float(info.max), FLOAT_BOUND)
+        carrier = dtype if native else np.dtype(np.float32)
+        drawn = hnp.from_dtype(
+            carrier,
+            min_value=-bound,
+            max_value=bound,
+            allow_nan=False,
+            allow_infinity=False,
+            allow_subnormal=False,
+        )
+        return drawn.map(_rounded(dtype))
+    return hnp.from_dtype(
+        dtype,
+        max_magnitude=FLOAT_BOUND,
+        allow_nan=False,
+        allow_infinity=False,
+        allow_subnormal=False,
+    )
+
+
+def _elements(
+    dtype: np.dtype[Any], where: str, overrides: Mapping[str, st.SearchStrategy[Any]]
+) -> st.SearchStrategy[Any]:
+    kind = _kind(dtype)
+    if kind is None:
+        raise ValueError(f"{_API}: {where} has dtype {dtype}, which tinax.testing cannot draw.")
+    if kind in overrides:
+        return overrides[kind].map(_rounded(dtype))
+    return _default_elements(dtype, kind)
+
+
+def _check_elements(value: object) -> dict[str, st.SearchStrategy[Any]]:
+    if value is None:
+        return {}
+    expected = f"None or a mapping from dtype kinds {KINDS} to hypothesis strategies"
+    if not isinstance(value, Mapping):
+        raise TypeError(validation.message(_API, "elements", expected, value))
+    given: Mapping[Any, Any] = cast(Mapping[Any, Any], value)
+    checked: dict[str, st.SearchStrategy[Any]] = {}
+    for key, strategy in given.items():
+        if key not in KINDS:
+            raise ValueError(
+                validation.message(_API, "elements", f"keyed by dtype kinds {KINDS}", key)
+            )
+        if not isinstance(strategy, st.SearchStrategy):
+            raise TypeError(
+                validation.message(_API, f"elements[{key!r}]", "a hypothesis strategy", strategy)
+            )
+        checked[key] = strategy
+    return checked
+
+
+# --- one leaf ------------------------------------------------------------------------------
+
+
+def _python_scalar(dtype: np.dtype[Any]) -> type | None:
+    """The Python scalar type that JAX types as a weak ``dtype`` scalar, if any."""
+    for python in (int, float, complex):
+        aval: Any = jax.typeof(python(0))
+        if aval.dtype == dtype:
+            return python
+    return None
+
+
+def _key_impl(dtype: Any) -> tuple[str, tuple[int, ...]]:
+    """The name of the PRNG implementation behind a key dtype, and its key-data shape."""
+    for name in _KEY_IMPLS:
+        sample = jax.random.key(0, impl=name)
+        aval: Any = jax.typeof(sample)
+        if aval.dtype == dtype:
+            return name, tuple(jax.random.key_data(sample).shape)
+    raise ValueError(
+        f"{_API}: keys of dtype {dtype} come from a PRNG implementation tinax.testing does "
+        f"not know (it draws {_KEY_IMPLS})."
+    )
+
+
+def _placed(sharding: Any) -> Callable[[Any], Any]:
+    """Puts a drawn NumPy array on the device(s), with ``sharding`` if not ``None``."""
+
+    def place(array: Any) -> Any:
+        if sharding is None:
+            return _jnp.asarray(array)
+        return _jax.device_put(array, sharding)
+
+    return place
+
+
+def _wrapped_keys(impl: str, sharding: Any) -> Callable[[Any], Any]:
+    def wrap(data: Any) -> Any:
+        keys = _jax.random.wrap_key_data(_jnp.asarray(data), impl=impl)
+        return keys if sharding is None else _jax.device_put(keys, sharding)
+
+    return wrap
+
+
+def _sharding(value: jax.ShapeDtypeStruct, where: str, mesh: Mesh | None) -> Any:
+    """The sharding to place draws with: ``None`` for none, else a concrete one."""
+    sharding: Any = value.sharding
+    if sharding is None:
+        return None
+    sharding = abstract.concrete_sharding(sharding, mesh)
+    on: Any = getattr(sharding, "mesh", None)
+    if isinstance(on, AbstractMesh):
+        if on.empty:
+            return None
+        raise ValueError(
+            f"{_API}: {where} is typed with a sharding on the abstract mesh {on}, but no "
+            "concrete mesh with that shape is known: bind the object to the mesh (mesh=), "
+            "or draw inside `with jax.set_mesh(mesh):`."
+        )
+    return sharding
+
+
+def _leaf(
+    value: jax.ShapeDtypeStruct,
+    where: str,
+    mesh: Mesh | None,
+    overrides: Mapping[str, st.SearchStrategy[Any]],
+) -> st.SearchStrategy[Any]:
+    """Draws values that JAX types exactly as ``value``."""
+    shape = tuple(value.shape)
+    dtype: Any = value.dtype
+    sharding = _sharding(value, where, mesh)
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        impl, key_shape = _key_impl(dtype)
+        data = hnp.arrays(np.dtype(np.uint32), shape + key_shape)  # any bits are a valid key
+        return data.map(_wrapped_keys(impl, sharding))
+    if dtype == jax.dtypes.float0:  # one value: zeros (the tangent of an integer)
+        return st.just(np.zeros(shape, dtype))
+    dtype = np.dtype(dtype)
+    elements = _elements(dtype, where, overrides)
+    if value.weak_type:
+        python = _python_scalar(dtype)
+        if shape or python is None:
+            raise ValueError(
+                f"{_API}: {where} is a weakly typed {dtype}{list(shape)}; only weakly typed "
+                "scalars that a Python number gives can be drawn (as Python numbers). Pass "
+                "this argument as a strongly typed array (e.g. jnp.asarray(x, dtype))."
+            )
+        return elements.map(python)
+    # fill: most elements take one drawn value, so a big array is a small example that
+    # shrinks to zeros (a mapped strategy is not given as fill by default).
+    array = hnp.arrays(dtype, shape, elements=elements, fill=elements)
+    return array.map(_placed(sharding))
+
+
+# --- a whole call ------------------------------------------------------------------------
+
+
+def _is_struct(value: object) -> bool:
+    return isinstance(value, jax.ShapeDtypeStruct)
+
+
+@attrs.frozen
+class _Static:
+    """A static argument's value, kept whole (not flattened into leaves) and as is."""
+
+    value: Any
+
+
+def _call_strategy(
+    call: Call, mesh: Mesh | None, overrides: Mapping[str, st.SearchStrategy[Any]]
+) -> st.SearchStrategy[Call]:
+    """Draws ``call`` with each `jax.ShapeDtypeStruct` leaf replaced by drawn values."""
+    tree_util: Any = jax.tree_util
+    flat, treedef = tree_util.tree_flatten_with_path(call, is_leaf=_is_struct)
+    leaves: list[st.SearchStrategy[Any]] = []
+    for path, value in flat:
+        if _is_struct(value):
+            leaves.append(_leaf(value, _where(path), mesh, overrides))
+        elif isinstance(value, _Static):
+            leaves.append(st.just(value.value))
+        else:
+            leaves.append(st.just(value))
+
+    def build(drawn: tuple[Any, ...]) -> Call:
+        return treedef.unflatten(drawn)
+
+    return st.tuples(*leaves).map(build)
+
+
+def _where(path: tuple[Any, ...]) -> str:
+    """``args[0]['w']`` / ``kwargs['lr']`` for a path into ``(args, kwargs)``."""
+    tree_util: Any = jax.tree_util
+    head, *rest = path
+    prefix = "args" if getattr(head, "idx", None) == 0 else "kwargs"
+    return prefix + tree_util.keystr(tuple(rest))
+
+
+def _latest(source: BudgetedMixin) -> TracedSignature:
+    history = source.traced_signatures
+    if not history:
+        raise ValueError(
+            f"{_API}: {source!r} has no trace yet to draw arguments for: call it or "
+            "precompile it first (draws start when the test runs, so a fixture can)."
+        )
+    return history[-1]
+
+
+def _resolved(source: Any, overrides: Mapping[str, st.SearchStrategy[Any]]) -> Any:
+    mesh: Mesh | None = None
+    if isinstance(source, BudgetedMixin):
+        mesh = source.mesh
+        source = _latest(source)
+    if isinstance(source, TracedSignature):
+        call = abstract.abstract_arguments(source, mesh, static=_Static)
+    else:
+        call = (tuple(source[0]), dict(source[1]))
+    return _call_strategy(call, mesh, overrides)
+
+
+def _check_source(source: Any) -> None:
+    expected = (
+        "a TracedSignature, a BoundedJit or BatchedJit (its latest trace), "
+        "or (args, kwargs) with jax.ShapeDtypeStruct leaves"
+    )
+    if isinstance(source, TracedSignature | BudgetedMixin):
+        return
+    pair = cast(tuple[Any, ...], source) if type(source) is tuple else ()
+    if len(pair) == 2 and isinstance(pair[0], tuple | list) and isinstance(pair[1], Mapping):
+        return
+    raise TypeError(validation.message(_API, "source", expected, cast(object, source)))
+
+
+def arguments(
+    source: Any, *, elements: Mapping[str, st.SearchStrategy[Any]] | None = None
+) -> st.SearchStrategy[Call]:
+    """A hypothesis strategy of ``(args, kwargs)`` at one fixed abstract signature.
+
+    Fuzzing shapes or dtypes makes a compiled function trace and compile again
+    for every new draw; this draws only values. Each draw has exactly the
+    abstract signature of ``source`` (tree structure, shape, dtype, weak type
+    and sharding of every array leaf, static values, how each argument is
+    passed), so every draw runs from one compiled executable, and
+    ``step(*args, **kwargs)`` never traces again.
+
+    How leaves are drawn:
+
+    - arrays: `hypothesis.extra.numpy.arrays` of the leaf's dtype (NumPy's, or
+      ``ml_dtypes``' for bfloat16, float8, int4...), made JAX arrays; where the
+      type has a sharding on a mesh, placed with `jax.device_put` on the
+      object's mesh (or the ambient one from `jax.set_mesh`);
+    - by default, finite and moderate: floats in [-10, 10], integers in
+      [-100, 100] (within the dtype's range), complex numbers of magnitude at
+      most 10, any booleans; no NaN, infinity or subnormal; shrinking towards
+      zeros;
+    - weakly typed scalars (a Python number at the trace) as Python numbers;
+    - PRNG keys (`jax.random.key`) from drawn key data; float0 arrays as zeros,
+      their only value; tokens as fresh tokens;
+    - static arguments, ``None`` and every other leaf as traced or given; the
+      tree structure (custom pytree nodes included) as recorded.
+
+    Args:
+        source: The signature to draw at: a `TracedSignature`; a `BoundedJit`
+            or `BatchedJit`, for its latest trace, looked up when the strategy
+            first draws (when the test runs, so after a fixture that
+            precompiles it); or ``(args, kwargs)`` whose `jax.ShapeDtypeStruct`
+            leaves are drawn and whose other leaves are kept as given.
+        elements: Strategies of scalars that replace the defaults, per dtype
+            kind: ``"bool"``, ``"int"``, ``"uint"``, ``"float"``, ``"complex"``,
+            e.g. ``{"float": st.floats(0, 1)}``. Each value drawn is converted
+            to the leaf's dtype (rounded, for floats), so it must fit in that
+            dtype. Defaults to None: finite and moderate values, as above.
+
+    Returns:
+        A strategy of ``(args, kwargs)``: call ``step(*args, **kwargs)``.
+
+    Raises:
+        TypeError: ``source`` is none of the above, or ``elements`` is not a
+            mapping of hypothesis strategies.
+        ValueError: ``elements`` has a key that is not a dtype kind. When the
+            strategy first draws: the object has no trace yet; a leaf cannot be
+            drawn (a weakly typed array that no Python number gives, an unknown
+            PRNG implementation or dtype, a sharding on a mesh for which no
+            concrete mesh is known).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from hypothesis import given
+        >>> from tinax.jit import bounded_jit
+        >>> from tinax.testing import arguments
+        >>> step = bounded_jit(lambda w, x: (x @ w).sum(), max_traces=1)
+        >>> _ = step.precompile(jnp.zeros((3, 2)), jnp.zeros((8, 3)))
+        >>> @given(arguments(step))
+        ... def test_step_runs_from_one_compile(call):
+        ...     args, kwargs = call
+        ...     step(*args, **kwargs)
+        >>> test_step_runs_from_one_compile()
+        >>> step.traces_used
+        1
+    """
+    _check_source(source)
+    overrides = _check_elements(elements)
+    return st.deferred(lambda: _resolved(source, overrides))
+
+
+# --- no new traces -----------------------------------------------------------------------
+
+
+def _new_traces_text(
+    owner: BudgetedMixin, before: tuple[TracedSignature, ...], used: int
+) -> str | None:
+    history = tuple(owner.traced_signatures)
+    new = history[len(before) :]
+    if not new:
+        return None
+    name = report.function_name(owner.function)
+    location = report.function_location(owner.function)
+    where = f"{name} ({location})" if location else name
+    count = f"{len(new)} time{'s' if len(new) > 1 else ''}"
+    lines = [
+        f"{where} traced {count} inside no_new_traces: traces_used {used} -> "
+        f"{owner.traces_used} (max_traces={owner.max_traces})."
+    ]
+    for signature in new:
+        earlier = [old for old in history if old.number < signature.number]
+        best, found = compare.closest(earlier, signature)
+        lines.append(f"New trace #{signature.number}:")
+        lines.extend(f"  {line}" for line in report.explanation_lines(best, found, signature))
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _watch(objects: tuple[BudgetedMixin, ...]) -> Generator[None]:
+    before = [(owner, tuple(owner.traced_signatures), owner.traces_used) for owner in objects]
+    yield
+    found = [_new_traces_text(owner, history, used) for owner, history, used in before]
+    failures = [text for text in found if text is not None]
+    if failures:
+        raise AssertionError("\n\n".join(failures))
+
+
+def no_new_traces(*objects: BudgetedMixin) -> contextlib.AbstractContextManager[None]:
+    """Asserts that none of ``objects`` traces inside the ``with`` block.
+
+    Inside a property test, this turns a draw that would compile again into a
+    failure that hypothesis shrinks, with the budget error's diagnosis: which
+    object traced, and what differed from its closest earlier trace. Blocks
+    nest, and one block can watch several objects.
+
+    Args:
+        *objects: The `BoundedJit` and `BatchedJit` objects to watch.
+
+    Returns:
+        A context manager. When the block exits normally and an object traced
+        inside it, it raises ``AssertionError`` with one paragraph per object
+        that traced. An exception raised inside the block passes through
+        unchanged.
+
+    Raises:
+        TypeError: An object is not a `BoundedJit` or `BatchedJit`.
+        ValueError: No object is given.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from tinax.jit import bounded_jit
+        >>> from tinax.testing import no_new_traces
+        >>> double = bounded_jit(lambda x: 2 * x, max_traces=2)
+        >>> _ = double(jnp.ones(3))
+        >>> with no_new_traces(double):
+        ...     _ = double(jnp.zeros(3))  # cached: passes
+    """
+    if not objects:
+        raise ValueError(
+            "no_new_traces: objects must be at least one BoundedJit or BatchedJit; got none."
+        )
+    for index, owner in enumerate(objects):
+        if not isinstance(owner, BudgetedMixin):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(
+                validation.message(
+                    "no_new_traces", f"objects[{index}]", "a BoundedJit or BatchedJit", owner
+                )
+            )
+    unique = tuple({id(owner): owner for owner in objects}.values())
+    return _watch(unique)
