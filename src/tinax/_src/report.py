@@ -240,17 +240,19 @@ def explanation_lines(
         return [fit(f"No earlier trace to compare with. This call: {str(signature)[4:]}")]
     if not found:
         if compare.matches(best, signature):
-            reason = (
-                f"Closest earlier trace: #{best.number}, which this call matches exactly: "
-                "JAX traced again because its cache was emptied (jax.clear_caches() or "
-                "clear_cache())."
-            )
-        else:
-            reason = (
+            because = "its cache was emptied (jax.clear_caches() or clear_cache())"
+            if not signature.config_values:  # JAX < 0.10 does not name its config options
+                because += " or a JAX config option changed (this JAX version does not name them)"
+            return [
+                f"Closest earlier trace: #{best.number}, which this call matches exactly.",
+                fit(f"JAX traced again because {because}."),
+            ]
+        return [
+            fit(
                 f"Closest earlier trace: #{best.number}, which differs from this call in a way "
                 "the recorded signature does not show."
             )
-        return [fit(reason)]
+        ]
     count = f"{len(found)} difference{'s' if len(found) > 1 else ''}"
     lines = [f"Closest earlier trace: #{best.number} ({count}):"]
     listed = grouped_lines(found)
