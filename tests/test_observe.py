@@ -1,0 +1,738 @@
+"""Observability for long runs: logging, the overrun policy, per-trace facts, the registry,
+the rebuilt-wrapper warning.
+
+pytest runs with warnings as errors, so every expected `TraceBudgetWarning` is caught
+with ``pytest.warns``; an unexpected one fails the test.
+"""
+
+import functools
+import gc
+import inspect
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import warnings
+import weakref
+
+import chex
+import jax
+import jax.numpy as jnp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinax._src import observe
+from tinax.jit import (
+    BatchedJit,
+    BoundedJit,
+    TraceBudgetError,
+    TraceBudgetWarning,
+    batched_jit,
+    bounded_jit,
+    budgets,
+    exceed_policy,
+)
+
+HERE = os.path.relpath(__file__)
+
+
+def here():
+    """The caller's ``file:line``, as call sites are shown."""
+    return f"{HERE}:{inspect.currentframe().f_back.f_lineno}"
+
+
+def counting(function):
+    """``function`` and a list that gets one entry per run of its body (per trace)."""
+    runs = []
+
+    @functools.wraps(function)
+    def counted(*args, **kwargs):
+        runs.append(1)
+        return function(*args, **kwargs)
+
+    return counted, runs
+
+
+def double(x):
+    return x * 2.0
+
+
+@pytest.fixture(autouse=True)
+def _forget_places():
+    """Rebuilt wrappers are warned about once per place and process, and the tests of one
+    parametrized line build one wrapper each: each test starts from unseen places."""
+    observe._sites.clear()
+
+
+@pytest.fixture
+def tinax_log(caplog):
+    """Records of the ``tinax`` logger, at every level."""
+    caplog.set_level(logging.DEBUG, logger="tinax")
+    return lambda: [record for record in caplog.records if record.name == "tinax"]
+
+
+# --- logging -------------------------------------------------------------------------------
+
+
+class TestLogging:
+    def test_first_trace_is_one_debug_record_when_logging_is_on(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=2)
+        _, site = step(jnp.ones(3)), here()
+        (record,) = tinax_log()
+        assert record.levelno == logging.DEBUG
+        message = record.getMessage()
+        assert message.startswith("double (")
+        assert "trace 1 of max_traces=2" in message
+        assert f"called from {site}" in message
+        assert message.endswith("x: f32[3]")
+
+    def test_retrace_is_one_info_record_with_its_differences(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=2)
+        step(jnp.ones(3))
+        _, site = step(jnp.ones(4)), here()
+        first, second = tinax_log()
+        assert (first.levelno, second.levelno) == (logging.DEBUG, logging.INFO)
+        message = second.getMessage()
+        assert "retrace, trace 2 of max_traces=2" in message
+        assert f"called from {site}" in message
+        assert "Closest earlier trace: #1" in message
+        assert "x: f32[3] -> f32[4] (shape)" in message
+
+    def test_retrace_is_recorded_when_the_level_is_info(self, make_bounded, caplog):
+        caplog.set_level(logging.INFO, logger="tinax")
+        step = make_bounded(double, max_traces=2)
+        step(jnp.ones(3))  # DEBUG: not recorded
+        step(jnp.ones(4))
+        (record,) = caplog.records
+        assert record.levelno == logging.INFO
+        assert "retrace, trace 2" in record.getMessage()
+
+    def test_refused_trace_is_a_warning_record_with_the_error(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=1)
+        step(jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(4))
+        records = tinax_log()
+        assert [record.levelno for record in records] == [logging.DEBUG, logging.WARNING]
+        assert records[1].getMessage() == str(info.value)
+
+    def test_cached_call_makes_no_record(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=1)
+        step(jnp.ones(3))
+        step(jnp.ones(3))
+        assert len(tinax_log()) == 1
+
+    def test_batched_traces_are_logged_too(self, make_batched, tinax_log):
+        step = make_batched(double, max_traces=2)
+        step(jnp.ones((2, 3)))
+        step(jnp.ones((5, 3)))
+        assert [record.levelno for record in tinax_log()] == [logging.DEBUG, logging.INFO]
+
+    def test_only_warnings_are_recorded_when_the_level_is_warning(self, make_bounded, caplog):
+        caplog.set_level(logging.WARNING, logger="tinax")
+        step = make_bounded(double, max_traces=1)
+        step(jnp.ones(3))
+        with pytest.raises(TraceBudgetError):
+            step(jnp.ones(4))
+        assert [record.levelno for record in caplog.records] == [logging.WARNING]
+
+    def test_nothing_is_formatted_when_the_level_is_off(self, make_bounded, caplog, monkeypatch):
+        caplog.set_level(logging.WARNING, logger="tinax")
+
+        def must_not_run(*args, **kwargs):
+            raise AssertionError("formatted a record nobody logs")
+
+        monkeypatch.setattr(observe.compare, "closest", must_not_run)
+        monkeypatch.setattr(observe.report, "explanation_lines", must_not_run)
+        monkeypatch.setattr(observe.report, "function_location", must_not_run)
+        step = make_bounded(double, max_traces=2)
+        step(jnp.ones(3))
+        step(jnp.ones(4))  # a retrace: INFO, off
+        assert step.traces_used == 2
+
+    def test_library_logger_is_silent_when_logging_is_not_configured(self):
+        # A NullHandler keeps logging's last-resort handler from printing WARNING records.
+        script = (
+            "import jax.numpy as jnp\n"
+            "from tinax.jit import TraceBudgetError, bounded_jit\n"
+            "step = bounded_jit(lambda x: x, max_traces=1)\n"
+            "step(jnp.ones(3))\n"
+            "try:\n"
+            "    step(jnp.ones(4))\n"
+            "except TraceBudgetError:\n"
+            "    print('refused')\n"
+        )
+        result = run_python(script)
+        assert result.stdout == "refused\n"
+        assert result.stderr == ""
+        assert logging.NullHandler in {type(handler) for handler in observe.logger.handlers}
+
+
+# --- the overrun policy --------------------------------------------------------------------
+
+
+def run_python(script, **environment):
+    env = {k: v for k, v in os.environ.items() if k != "TINAX_ON_EXCEED"}
+    env.update(environment, JAX_PLATFORMS="cpu")
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+class TestPolicy:
+    def test_raises_by_default(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        step(jnp.ones(3))
+        with pytest.raises(TraceBudgetError):
+            step(jnp.ones(4))
+        assert step.traces_used == 1
+
+    def test_warns_then_runs_and_counts_when_the_object_says_warn(self, make_bounded):
+        function, runs = counting(double)
+        step = make_bounded(function, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3))
+        with pytest.warns(TraceBudgetWarning) as caught:
+            out, site = step(jnp.ones(4)), here()
+        assert out.tolist() == [2.0] * 4
+        assert step.traces_used == 2 and len(runs) == 2
+        assert len(step.traced_signatures) == 2
+        (warning,) = caught
+        assert f"{warning.filename}:{warning.lineno}".endswith(site)  # the user's line
+        message = str(warning.message)
+        assert "exceeded its trace budget: max_traces=1, traces_used=1" in message
+        assert "on_exceed='warn': this trace runs and is counted." in message
+        assert "refused" not in message
+        assert "x: f32[3] -> f32[4] (shape)" in message
+
+    def test_warning_carries_the_same_diagnosis_as_the_error(self, make_bounded):
+        refusing = make_bounded(double, max_traces=1)
+        warning_one = make_bounded(double, max_traces=1, on_exceed="warn")
+        for step in (refusing, warning_one):
+            step(jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as error:
+            refusing(jnp.ones(4))
+        with pytest.warns(TraceBudgetWarning) as caught:
+            warning_one(jnp.ones(4))
+        warning = caught[0].message
+        for name in ("function_name", "location", "max_traces", "traces_used"):
+            assert getattr(warning, name) == getattr(error.value, name)
+        assert warning.differences == error.value.differences
+        assert warning.closest.number == error.value.closest.number == 1
+        assert isinstance(warning, UserWarning)
+
+    def test_every_trace_over_budget_warns_and_counts(self, make_bounded):
+        step = make_bounded(double, max_traces=0, on_exceed="warn")
+        with pytest.warns(TraceBudgetWarning) as caught:
+            for size in (1, 2, 3):
+                step(jnp.ones(size))
+        assert len(caught) == 3
+        assert step.traces_used == 3
+
+    def test_logs_then_runs_and_counts_when_the_object_says_log(self, make_bounded, tinax_log):
+        function, runs = counting(double)
+        step = make_bounded(function, max_traces=1, on_exceed="log")
+        step(jnp.ones(3))
+        out = step(jnp.ones(4))  # no warning: pytest would fail on one
+        assert out.tolist() == [2.0] * 4
+        assert step.traces_used == 2 and len(runs) == 2
+        first, second = tinax_log()  # one record per trace: the overrun is the WARNING
+        assert (first.levelno, second.levelno) == (logging.DEBUG, logging.WARNING)
+        assert "on_exceed='log': this trace runs and is counted." in second.getMessage()
+        assert "x: f32[3] -> f32[4] (shape)" in second.getMessage()
+
+    def test_batched_object_warns_when_it_says_warn(self, make_batched):
+        step = make_batched(double, max_traces=1, on_exceed="warn")
+        step(jnp.ones((2, 3)))
+        with pytest.warns(TraceBudgetWarning, match="exceeded its trace budget"):
+            out = step(jnp.ones((4, 3)))
+        assert out.shape == (4, 3)
+        assert step.traces_used == 2
+
+    def test_context_sets_the_policy_for_objects_without_their_own(self, make_bounded):
+        step = make_bounded(double, max_traces=0)
+        with exceed_policy("warn"), pytest.warns(TraceBudgetWarning):
+            step(jnp.ones(3))
+        assert step.traces_used == 1
+        with pytest.raises(TraceBudgetError):  # the context has ended
+            step(jnp.ones(4))
+
+    def test_object_policy_wins_over_the_context(self, make_bounded):
+        step = make_bounded(double, max_traces=0, on_exceed="raise")
+        with exceed_policy("warn"), pytest.raises(TraceBudgetError):
+            step(jnp.ones(3))
+
+    def test_innermost_context_wins(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=0)
+        with exceed_policy("warn"):
+            with exceed_policy("log"):
+                step(jnp.ones(3))  # logged, not warned
+            with pytest.warns(TraceBudgetWarning):
+                step(jnp.ones(4))
+        assert [record.levelno for record in tinax_log()] == [logging.WARNING] * 2
+
+    def test_context_can_be_entered_again_and_nested_in_itself(self, make_bounded):
+        step = make_bounded(double, max_traces=0)
+        scope = exceed_policy("log")
+        with scope, scope:
+            step(jnp.ones(3))
+        with scope:
+            step(jnp.ones(4))
+        with pytest.raises(TraceBudgetError):
+            step(jnp.ones(5))
+
+    def test_context_belongs_to_the_thread_that_entered_it(self, make_bounded):
+        step = make_bounded(double, max_traces=0)
+        outcome = []
+
+        def call():
+            try:
+                step(jnp.ones(3))
+            except TraceBudgetError:
+                outcome.append("raised")
+
+        with exceed_policy("log"):
+            thread = threading.Thread(target=call)
+            thread.start()
+            thread.join(timeout=120)
+        assert outcome == ["raised"]
+
+    @pytest.mark.parametrize(
+        ("value", "kind"),
+        [
+            pytest.param("error", ValueError, id="unknown"),
+            pytest.param("WARN", ValueError, id="upper-case"),
+            pytest.param(None, TypeError, id="None"),
+            pytest.param(1, TypeError, id="int"),
+        ],
+    )
+    def test_context_rejects_a_bad_policy_when_called(self, value, kind):
+        with pytest.raises(kind, match=r"^exceed_policy: policy must be"):
+            exceed_policy(value)
+
+    def test_chex_disable_asserts_counts_without_raising_or_warning(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3))
+        chex.disable_asserts()
+        try:
+            step(jnp.ones(4))  # no warning either: pytest would fail on one
+        finally:
+            chex.enable_asserts()
+        assert step.traces_used == 2
+        records = tinax_log()
+        assert records[-1].levelno == logging.WARNING
+        assert "chex assertions are disabled" in records[-1].getMessage()
+
+    def test_trace_is_not_counted_when_a_filter_turns_the_warning_into_an_error(self, make_bounded):
+        function, runs = counting(double)
+        step = make_bounded(function, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TraceBudgetWarning)
+            with pytest.raises(TraceBudgetWarning):
+                step(jnp.ones(4))
+        assert step.traces_used == 1 and len(runs) == 1  # nothing ran, the slot is free
+        with pytest.warns(TraceBudgetWarning, match="this call would be trace 2"):
+            step(jnp.ones(4))
+        assert step.traces_used == 2
+
+
+class TestPolicyFromEnvironment:
+    SCRIPT = (
+        "import json, warnings\n"
+        "import jax.numpy as jnp\n"
+        "from tinax.jit import TraceBudgetError, bounded_jit, exceed_policy\n"
+        "def outcome(step, context=None):\n"
+        "    step(jnp.ones(1))\n"
+        "    with warnings.catch_warnings(record=True) as caught:\n"
+        "        warnings.simplefilter('always')\n"
+        "        try:\n"
+        "            if context:\n"
+        "                with exceed_policy(context):\n"
+        "                    step(jnp.ones(2))\n"
+        "            else:\n"
+        "                step(jnp.ones(2))\n"
+        "        except TraceBudgetError:\n"
+        "            return 'raise'\n"
+        "    return 'warn' if caught else 'log'\n"
+        "print(json.dumps([\n"
+        "    outcome(bounded_jit(lambda x: x, max_traces=1)),\n"
+        "    outcome(bounded_jit(lambda x: x, max_traces=1, on_exceed='raise')),\n"
+        "    outcome(bounded_jit(lambda x: x, max_traces=1), context='log'),\n"
+        "]))\n"
+    )
+
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            pytest.param("warn", ["warn", "raise", "log"], id="warn"),
+            pytest.param(" LOG ", ["log", "raise", "log"], id="log-any-case"),
+            pytest.param("", ["raise", "raise", "log"], id="empty"),
+        ],
+    )
+    def test_environment_sets_the_default_below_object_and_context(self, value, expected):
+        result = run_python(self.SCRIPT, TINAX_ON_EXCEED=value)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout) == expected
+
+    def test_import_fails_when_the_environment_names_no_policy(self):
+        result = run_python("import tinax.jit", TINAX_ON_EXCEED="warning")
+        assert result.returncode != 0
+        assert "ValueError: tinax: the environment variable TINAX_ON_EXCEED" in result.stderr
+        assert "'warning'" in result.stderr
+
+    @settings(max_examples=200, deadline=None)
+    @given(value=st.one_of(st.text(max_size=10), st.sampled_from(["warn", " Raise", "LOG\n"])))
+    def test_environment_value_is_a_policy_or_a_value_error(self, value):
+        try:
+            policy = observe.policy_from_environment(value)
+        except ValueError as error:
+            assert "TINAX_ON_EXCEED" in str(error)
+            assert value.strip().lower() not in ("raise", "warn", "log")
+        else:
+            assert policy == (value.strip().lower() or None)
+
+    def test_unset_environment_is_no_policy(self):
+        assert observe.policy_from_environment(None) is None
+
+
+# --- per-trace facts -----------------------------------------------------------------------
+
+
+class TestCallSite:
+    def test_is_the_callers_line_when_called_directly(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        _, site = step(jnp.ones(3)), here()
+        assert step.traced_signatures[0].call_site == site
+
+    @pytest.mark.parametrize("method", ["lower", "trace", "eval_shape"])
+    def test_is_the_callers_line_when_traced_by_a_method(self, make_bounded, method):
+        step = make_bounded(double, max_traces=1)
+        _, site = getattr(step, method)(jnp.ones(3)), here()
+        assert step.traced_signatures[0].call_site == site
+
+    def test_is_the_users_line_when_called_through_vmap(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        _, site = jax.vmap(step)(jnp.ones((2, 3))), here()
+        assert step.traced_signatures[0].call_site == site
+
+    def test_is_the_users_line_when_called_through_grad(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        sites = []
+
+        def loss(x):
+            out, site = step(x).sum(), here()
+            sites.append(site)
+            return out
+
+        jax.grad(loss)(jnp.ones(3))
+        assert step.traced_signatures[0].call_site == sites[0]
+
+    def test_is_the_users_line_when_called_inside_an_outer_jit(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        sites = []
+
+        def outer(x):
+            out, site = step(x) + 1.0, here()
+            sites.append(site)
+            return out
+
+        jax.jit(outer)(jnp.ones(3))
+        assert step.traced_signatures[0].call_site == sites[0]
+
+    def test_is_the_callers_line_when_a_mesh_is_bound(self, make_bounded, mesh8):
+        step = make_bounded(double, max_traces=1, mesh=mesh8)
+        _, site = step(jnp.ones(8)), here()
+        assert step.traced_signatures[0].call_site == site
+
+    def test_is_the_callers_line_for_a_batched_object(self, make_batched):
+        step = make_batched(double, max_traces=1)
+        _, site = step(jnp.ones((2, 3))), here()
+        assert step.traced_signatures[0].call_site == site
+
+    def test_refused_call_keeps_its_call_site_in_the_error(self, make_bounded):
+        step = make_bounded(double, max_traces=0)
+        line = inspect.currentframe().f_lineno
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(3))  # line + 2
+        assert info.value.signature.call_site == f"{HERE}:{line + 2}"
+
+
+class TestTimes:
+    def test_trace_seconds_is_positive_for_every_trace(self, make_bounded):
+        step = make_bounded(double, max_traces=2)
+        step(jnp.ones(3))
+        step.lower(jnp.ones(4))
+        assert all(entry.trace_seconds > 0 for entry in step.traced_signatures)
+
+    def test_compile_seconds_is_positive_when_a_call_compiled(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        step(jnp.ones(3))
+        assert step.traced_signatures[0].compile_seconds > 0
+
+    @pytest.mark.parametrize("method", ["lower", "trace", "eval_shape"])
+    def test_compile_seconds_is_none_when_nothing_compiled(self, make_bounded, method):
+        step = make_bounded(double, max_traces=1)
+        getattr(step, method)(jnp.ones(3))
+        assert step.traced_signatures[0].compile_seconds is None
+
+    def test_compile_seconds_is_positive_when_a_lowered_trace_is_compiled(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        step.lower(jnp.ones(3)).compile()
+        assert step.traced_signatures[0].compile_seconds > 0
+
+    def test_compile_seconds_comes_to_the_trace_when_the_call_after_lower_compiles(
+        self, make_bounded
+    ):
+        step = make_bounded(double, max_traces=1)
+        step.lower(jnp.ones(3))
+        step(jnp.ones(3))  # JAX reuses the trace and compiles it
+        assert step.traces_used == 1
+        assert step.traced_signatures[0].compile_seconds > 0
+
+    def test_compile_seconds_is_none_when_the_trace_is_inlined_in_an_outer_jit(self, make_bounded):
+        step = make_bounded(lambda x: x * 2.0, max_traces=1)
+        jax.jit(lambda x: step(x) + 1.0)(jnp.ones(3))  # both named <lambda>
+        assert step.traced_signatures[0].compile_seconds is None
+
+    def test_compile_seconds_is_positive_when_called_through_grad(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        jax.grad(lambda x: step(x).sum())(jnp.ones(3))
+        assert step.traced_signatures[0].compile_seconds > 0
+
+    def test_compile_of_another_function_is_not_added(self, make_bounded):
+        step = make_bounded(lambda x: x * 2.0, max_traces=1)
+        step.lower(jnp.ones(3))
+        jax.jit(lambda x: x - 1.0)(jnp.ones(3))  # same name, another function
+        assert step.traced_signatures[0].compile_seconds is None
+
+    def test_compile_of_another_lowered_function_is_not_added(self, make_bounded):
+        def minus_one(x):
+            return x - 1.0
+
+        other = jax.jit(minus_one).lower(jnp.ones(3))  # traced before
+        step = make_bounded(double, max_traces=1)
+        step.lower(jnp.ones(3))
+        other.compile()  # a compile, and no trace event to end the attribution
+        assert step.traced_signatures[0].compile_seconds is None
+
+    @pytest.mark.parametrize(
+        "function",
+        [
+            pytest.param(functools.partial(lambda x, k: x * k, k=2.0), id="partial"),
+            pytest.param(type("Doubler", (), {"__call__": lambda self, x: x * 2.0})(), id="obj"),
+        ],
+    )
+    def test_compile_seconds_is_positive_for_any_callable(self, make_bounded, function):
+        step = make_bounded(function, max_traces=1)
+        step(jnp.ones(3))
+        assert step.traced_signatures[0].compile_seconds > 0
+
+    def test_compile_seconds_is_positive_for_a_batched_call(self, make_batched):
+        step = make_batched(double, max_traces=1)
+        step(jnp.ones((2, 3)))
+        assert step.traced_signatures[0].compile_seconds > 0
+
+    def test_each_thread_gets_its_own_compile_time(self, make_bounded):
+        steps = [make_bounded(lambda x, k=k: x * k, max_traces=1) for k in range(4)]
+        barrier = threading.Barrier(len(steps))
+
+        def call(step):
+            barrier.wait(timeout=60)
+            step(jnp.ones(7))
+
+        threads = [threading.Thread(target=call, args=(step,)) for step in steps]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert all(step.traced_signatures[0].compile_seconds > 0 for step in steps)
+
+
+# --- the registry --------------------------------------------------------------------------
+
+
+class TestRegistry:
+    def test_lists_a_live_object_of_either_class(self):
+        bounded = bounded_jit(double, max_traces=1)
+        batched = batched_jit(double, max_traces=1)
+        listed = budgets()
+        assert any(owner is bounded for owner in listed)
+        assert any(owner is batched for owner in listed)
+
+    def test_forgets_an_object_when_it_is_dropped(self, make_bounded):
+        step = make_bounded(double, max_traces=2)
+        step(jnp.ones(3))
+        step.lower(jnp.ones(4))
+        alive = weakref.ref(step)
+        del step
+        gc.collect()
+        assert alive() is None  # nothing in tinax kept it
+        assert all(isinstance(owner, BoundedJit | BatchedJit) for owner in budgets())
+
+    def test_keeps_few_dead_references_when_many_objects_come_and_go(self):
+        for _ in range(1000):
+            bounded_jit(double, max_traces=1)
+        gc.collect()
+        assert len(observe._registry) <= 2 * len(budgets()) + 64
+
+    def test_is_sorted_by_total_compile_time(self):
+        idle = bounded_jit(double, max_traces=1)
+        busy = bounded_jit(lambda x: jnp.sin(x) * 3.0, max_traces=2)
+        busy(jnp.ones(3))
+        busy(jnp.ones(4))
+        listed = list(budgets())
+        assert listed.index(busy) < listed.index(idle)
+        totals = [sum(e.compile_seconds or 0.0 for e in o.traced_signatures) for o in listed]
+        assert totals == sorted(totals, reverse=True)
+
+    def test_prints_one_row_per_object_with_budget_times_and_last_cause(self):
+        step = bounded_jit(double, max_traces=1, on_exceed="log")
+        step(jnp.ones(3))
+        step(jnp.ones(4))
+        table = str(observe.Budgets([step]))
+        header, row = table.splitlines()
+        assert (
+            header.split()
+            == "function location traces trace time compile time last retrace".split()
+        )
+        assert row.startswith("double  ")
+        assert f"{HERE}:" in row
+        assert "2/1 over" in row
+        assert row.count(" ms") == 2
+        assert row.endswith("#2: x: f32[3] -> f32[4] (shape)")
+
+    def test_prints_dashes_for_an_object_that_never_traced(self):
+        row = str(observe.Budgets([bounded_jit(double, max_traces=3)])).splitlines()[1]
+        assert "0/3" in row and row.split()[-3:] == ["-", "-", "-"]
+
+    def test_prints_a_line_when_there_are_no_objects(self):
+        assert str(observe.Budgets([])) == "no live budgeted objects"
+
+    def test_stays_consistent_when_eight_threads_build_call_and_drop_objects(self):
+        kept = {}
+        errors = []
+        barrier = threading.Barrier(8)
+
+        def work(worker):
+            try:
+                barrier.wait(timeout=60)
+                mine = []
+                for index in range(12):
+                    step = bounded_jit(lambda x, k=worker * 100 + index: x + k, max_traces=2)
+                    step(jnp.ones(3))
+                    step.lower(jnp.ones(2))
+                    if index % 3 == 0:
+                        mine.append(step)  # others are dropped at once
+                    str(budgets())  # read while the others write
+                kept[worker] = mine
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(worker,)) for worker in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        assert not errors
+        gc.collect()
+        listed = budgets()
+        survivors = [step for mine in kept.values() for step in mine]
+        assert len(survivors) == 32
+        assert all(sum(owner is step for owner in listed) == 1 for step in survivors)
+        assert all(step.traces_used == 2 for step in survivors)
+        ours = [owner for owner in listed if owner.__qualname__.endswith("<lambda>")]
+        assert len({id(owner) for owner in ours}) == len(ours)  # no duplicates
+
+
+# --- rebuilt wrappers ----------------------------------------------------------------------
+
+
+class Trainer:
+    def step(self, x):
+        return x + 1.0
+
+
+class TestRebuiltWrapper:
+    def test_warns_once_when_a_wrapper_is_rebuilt_in_a_loop(self, make_bounded):
+        with pytest.warns(TraceBudgetWarning) as caught:
+            for _ in range(6):
+                step, built = make_bounded(double, max_traces=1), here()
+                step(jnp.ones(3))
+        (warning,) = caught
+        message = str(warning.message)
+        assert f"objects for double were built 3 times at {built}" in message
+        assert "Build the wrapper once" in message
+        assert f"{warning.filename}:{warning.lineno}".endswith(built)
+
+    def test_warns_for_a_wrapper_built_in_a_function_called_per_step(self):
+        def make_step():
+            return bounded_jit(double, max_traces=1), here()
+
+        with pytest.warns(TraceBudgetWarning, match="built 3 times") as caught:
+            for _ in range(4):
+                step, built = make_step()
+                step(jnp.ones(3))
+        assert built in str(caught[0].message)
+
+    def test_warns_for_a_batched_wrapper_rebuilt_in_a_loop(self, make_batched):
+        with pytest.warns(TraceBudgetWarning, match="BatchedJit objects for double"):
+            for _ in range(3):
+                make_batched(double, max_traces=1)(jnp.ones((2, 3)))
+
+    def test_warns_for_a_bound_method_rebuilt_in_a_loop(self):
+        trainer = Trainer()
+        with pytest.warns(TraceBudgetWarning, match="Trainer.step were built 3 times"):
+            for _ in range(3):
+                bounded_jit(trainer.step, max_traces=1)(jnp.ones(3))
+
+    def test_is_silent_for_distinct_functions_built_at_one_place(self):
+        functions = [lambda x, k=k: x * k for k in range(6)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for function in functions:
+                bounded_jit(function, max_traces=1)(jnp.ones(3))
+
+    def test_is_silent_for_a_fresh_closure_per_call(self):
+        def make_step(scale):
+            def step(x):
+                return x * scale
+
+            return bounded_jit(step, max_traces=1)
+
+        for scale in range(5):
+            make_step(float(scale))(jnp.ones(3))
+
+    def test_is_silent_when_each_object_traces_another_signature(self):
+        for size in range(1, 6):
+            bounded_jit(double, max_traces=1)(jnp.ones(size))
+
+    def test_is_silent_when_the_options_differ(self):
+        for budget in range(1, 6):
+            bounded_jit(double, max_traces=budget)(jnp.ones(3))
+
+    def test_is_silent_for_one_object_called_many_times(self):
+        step = bounded_jit(double, max_traces=5)
+        for size in (3, 3, 4, 4, 5):
+            step(jnp.ones(size))
+
+    def test_is_silent_for_two_methods_of_two_instances(self):
+        for trainer in (Trainer(), Trainer(), Trainer()):
+            bounded_jit(trainer.step, max_traces=1)(jnp.ones(3))
+
+    def test_counts_an_object_once_however_often_it_is_refused(self):
+        def call_refused_three_times():
+            step = bounded_jit(double, max_traces=0)
+            for _ in range(3):
+                with pytest.raises(TraceBudgetError):
+                    step(jnp.ones(3))
+
+        call_refused_three_times()
+        call_refused_three_times()  # the second object at that place: no warning yet
