@@ -298,3 +298,43 @@ def test_history_table_shows_the_mesh_an_auto_placed_array_lives_on(mesh8):
     assert str(step.traced_signatures).splitlines()[1] == (
         "* x         f32[8]  f32[8] on AbstractMesh('x': 8, axis_types=(Auto,))"
     )
+
+
+class TestWideHistories:
+    def test_many_traces_of_long_static_values_fit_in_200_characters(self):
+        step = bounded_jit(lambda x, tag: x, max_traces=12, static_argnames="tag")
+        for i in range(12):
+            step(jnp.ones(i + 1), tag="config-" * 20 + f"{i:02}")
+        lines = str(step.traced_signatures).splitlines()
+        assert max(map(len, lines)) <= 200
+        assert lines[0].split() == ["argument", "#1", "#11", "#12"]
+        assert "... and 9 traces not shown (#2, #3, #4, #5, #6, #7, #8, #9, #10)" in lines
+        [tag] = [line for line in lines if line.startswith("* tag")]
+        assert tag.endswith("-10'  ...g-config-config-config-config-config-config-config-11'")
+
+
+class TestClearedCache:
+    def test_refusal_after_clear_cache_says_the_call_matches_and_why_jax_traced(self):
+        step = bounded_jit(lambda x: x, max_traces=1)
+        step(jnp.ones(3))
+        step.clear_cache()
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(3))
+        lines = str(info.value).splitlines()
+        assert lines[2] == "Closest earlier trace: #1, which this call matches exactly."
+        assert lines[3].startswith("JAX traced again because its cache was emptied")
+
+
+def test_an_abstract_value_without_a_short_form_prints_as_str():
+    """Whatever JAX adds: an abstract value with no shape, dtype or str_short still prints."""
+    from tinax._src.record import array_leaf
+
+    class Opaque(jax.core.AbstractValue):
+        def str_short(self, short_dtypes=False):
+            raise NotImplementedError
+
+        def __str__(self):
+            return "Opaque()"
+
+    leaf = array_leaf("t", "t", Opaque())
+    assert (leaf.text, leaf.shape, leaf.dtype, leaf.weak_type) == ("Opaque()", None, None, False)

@@ -114,6 +114,10 @@ class TestOneDifferenceOfEachKind:
                 bounded_jit(lambda x: x * 2, max_traces=1), ((split,), {}), ((whole,), {})
             )
         assert_reports(error, "x: f32[8@x,3] -> f32[8,3] (sharding)", "sharding", "give inputs one")
+        assert (
+            "  sharding: give inputs one sharding on every call, the first included: "
+            "jax.device_put(x, NamedSharding(mesh, P('x', None)))"
+        ) in lines(error)  # the earlier trace's placement
         assert error.closest is not None
         [leaf] = error.closest.leaves
         assert leaf.sharding == "P('x', None)"

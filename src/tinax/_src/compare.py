@@ -27,7 +27,6 @@ from tinax._src.record import (
     Argument,
     Leaf,
     TracedSignature,
-    is_abstract,
     leaves_of,
     mesh_text,
     value_text,
@@ -146,10 +145,7 @@ def _arguments_match(old: Argument, new: Argument) -> bool:
         return static_equal(old.values[0], new.values[0])
     if not _same(old.treedef, new.treedef) or len(old.values) != len(new.values):
         return False
-    return all(
-        is_abstract(a) and is_abstract(b) and _same(a, b)
-        for a, b in zip(old.values, new.values, strict=True)
-    )
+    return all(_same(a, b) for a, b in zip(old.values, new.values, strict=True))
 
 
 def matches(old: TracedSignature, new: TracedSignature) -> bool:
@@ -627,7 +623,7 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
     old_side, new_side = _Side(old.name, old), _Side(new.name, new)
     if _same(old.treedef, new.treedef):  # the common case: compare leaf by leaf
         for index, (before, after) in enumerate(zip(old.values, new.values, strict=True)):
-            if is_abstract(before) and is_abstract(after) and _same(before, after):
+            if _same(before, after):
                 continue
             path = new_side.leaf(index).path
             difference = _leaf_difference(path, old_side.leaf(index), new_side.leaf(index))
