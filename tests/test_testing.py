@@ -256,10 +256,13 @@ class TestElements:
     @settings(max_examples=20, deadline=None)
     @given(data=st.data())
     def test_values_are_rounded_to_the_dtype_when_overridden(self, data):
-        struct = jax.ShapeDtypeStruct((5,), jnp.bfloat16)
-        (array,), _ = data.draw(arguments(((struct,), {}), elements={"float": st.floats(0, 1)}))
-        assert array.dtype == jnp.bfloat16
-        assert np.all((np.asarray(array) >= 0) & (np.asarray(array) <= 1))
+        dtypes = [jnp.bfloat16, jnp.float16, jnp.float32]
+        structs = tuple(jax.ShapeDtypeStruct((5,), dtype) for dtype in dtypes)
+        values = st.sampled_from([np.float64(0.1), np.float64(1 / 3)])  # exact in none of them
+        drawn, _ = data.draw(arguments((structs, {}), elements={"float": values}))
+        assert [array.dtype for array in drawn] == dtypes
+        for array in drawn:
+            assert np.all((np.asarray(array) > 0) & (np.asarray(array) < 0.34))
 
     def test_unknown_kind_is_a_value_error(self):
         with pytest.raises(ValueError, match=r"arguments: elements must be keyed by dtype kinds"):
