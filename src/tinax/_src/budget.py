@@ -32,12 +32,12 @@ class Ledger:
     body returns, all under one lock, so concurrent traces from several threads
     never exceed the budget, and a trace whose body raises gives its slot back.
     Set once when the object is registered (`observe.register`): where it was
-    built, its overrun policy, and a weak reference to it.
+    built, its overrun policy, its other options, and a weak reference to it.
     """
 
     __slots__ = (
         "__weakref__",
-        "built_at",
+        "birth",
         "first_traced",
         "history",
         "in_flight",
@@ -52,7 +52,7 @@ class Ledger:
         self.used = 0
         self.in_flight = 0
         self.history: list[TracedSignature] = []
-        self.built_at: tuple[str, int] | None = None
+        self.birth: tuple[Any, ...] | None = None  # where and how it was built
         self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
         self.on_exceed: str | None = None
         self.owner: Callable[[], Any] | None = None
@@ -95,7 +95,7 @@ def counted(
         if private.jit_disabled() and not private.tracing_to_jaxpr():
             return function(*args, **kwargs)  # run eagerly: not a trace
         call = _record_or_placeholder(signature.get(), static_argnames, args, kwargs)
-        site, nested = observe.call_site()
+        site = observe.call_site()
         if not ledger.first_traced:  # is this object one of many rebuilt alike?
             observe.check_rebuilt(ledger, reported, call)
         with ledger.lock:
@@ -135,6 +135,7 @@ def counted(
             entry = call.numbered(ledger.used, call_site=site, trace_seconds=seconds)
             ledger.history.append(entry)
         name = cast(Any, traced).__name__  # the name JAX compiles it under
+        nested = private.staged_out()  # inlined into an outer trace: never compiled alone
         observe.committed(ledger, reported, name, max_traces, entry, history, nested, over)
         return out
 

@@ -28,10 +28,9 @@ logger is enabled for the record's level.
 from __future__ import annotations
 
 import contextvars
-import inspect
 import logging
+import operator
 import os
-import site
 import sys
 import sysconfig
 import threading
@@ -39,15 +38,16 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from site import getsitepackages
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import attrs
 import jax
 import jax.monitoring
 
-from tinax._src import compare, private, report
+from tinax._src import compare, report
 from tinax._src.errors import TraceBudgetError, TraceBudgetWarning
-from tinax._src.validation import ON_EXCEED, check_on_exceed, describe
+from tinax._src.validation import ON_EXCEED, check_on_exceed
 
 if TYPE_CHECKING:
     from tinax._src.budget import Ledger
@@ -180,7 +180,7 @@ def _library_directories() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str,
     }
     sites = {os.path.abspath(paths[key]) + os.sep for key in ("purelib", "platlib") if key in paths}
     try:
-        sites.update(os.path.abspath(path) + os.sep for path in site.getsitepackages())
+        sites.update(os.path.abspath(path) + os.sep for path in getsitepackages())
     except Exception:  # some embedded interpreters have no site.getsitepackages
         pass
     sites.update(os.path.abspath(path) + os.sep for path in sys.path if path.endswith("-packages"))
@@ -233,44 +233,34 @@ def _shown(filename: str) -> str:
     return shown
 
 
-def _caller() -> types.FrameType | None:
-    """The frame that called the function calling this one."""
-    frame = inspect.currentframe()
-    return None if frame is None or frame.f_back is None else frame.f_back.f_back
-
-
 def _user_frame(frame: types.FrameType | None) -> types.FrameType | None:
     """The first frame, from ``frame`` outwards, outside JAX, tinax and the standard library."""
-    while frame is not None and _kind(frame.f_code.co_filename) != _USER:
+    kinds = _KINDS
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        kind = kinds.get(filename)
+        if kind is None:
+            kind = _kind(filename)
+        if kind == _USER:
+            return frame
         frame = frame.f_back
-    return frame
+    return None
 
 
-def call_site() -> tuple[str | None, bool]:
-    """``(file:line of the user's call, whether that call is being staged out)``.
-
-    Called from inside a trace. The second item is true when JAX is staging
-    the user's code out to a jaxpr (an outer `jax.jit`, a `jax.lax.scan`
-    body...): the trace is then inlined into the outer one and compiled with
-    it, never alone. Under `jax.grad` or `jax.vmap` alone it is false: the
-    transformed trace is compiled by itself.
-    """
-    frame = _user_frame(_caller())
+def call_site() -> str | None:
+    """``file:line`` of the user's call that made the trace in progress (called from
+    the traced function, whose own frame is tinax's and skipped)."""
+    frame = _user_frame(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
     if frame is None:
-        return None, False
-    site = f"{_shown(frame.f_code.co_filename)}:{frame.f_lineno}"
-    above = frame.f_back
-    while above is not None:
-        code = above.f_code
-        if _kind(code.co_filename) == _JAX and private.stages_out(code):
-            return site, True
-        above = above.f_back
-    return site, False
+        return None
+    filename = frame.f_code.co_filename
+    return f"{_SHOWN.get(filename) or _shown(filename)}:{frame.f_lineno}"
 
 
-def construction_site() -> tuple[str, int] | None:
-    """``(file, line)`` of the user's code that is building a budgeted object."""
-    frame = _user_frame(_caller())
+def construction_site(frame: types.FrameType | None) -> tuple[str, int] | None:
+    """``(file, line)`` of the user's code that is building a budgeted object, from
+    ``frame`` (inside tinax) outwards."""
+    frame = _user_frame(frame)
     if frame is None:
         return None
     return frame.f_code.co_filename, frame.f_lineno
@@ -281,7 +271,7 @@ def _warn(warning: Warning, site: tuple[str, int] | None = None) -> None:
     if site is not None:
         warnings.warn_explicit(warning, type(warning), site[0], site[1])
         return
-    frame = _user_frame(_caller())
+    frame = _user_frame(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
     if frame is None:
         warnings.warn(warning, stacklevel=2)
         return
@@ -301,7 +291,15 @@ def _warn(warning: Warning, site: tuple[str, int] | None = None) -> None:
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-_local = threading.local()
+
+
+class _Pending(threading.local):
+    """Per thread: ``(ledger, trace, name, own trace event seen)`` awaiting its compile."""
+
+    pending: tuple[Ledger, TracedSignature, str, bool] | None = None
+
+
+_local = _Pending()
 
 
 def _compiled_as(event_name: object, name: str) -> bool:
@@ -320,21 +318,20 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
     for any function, means the program has moved on, and ends the attribution.
     """
     try:
-        pending = getattr(_local, "pending", None)
+        pending = _local.pending
         if pending is None:
             return
-        ledger_ref, entry, name, own_event_seen = pending
+        ledger, entry, name, own_event_seen = pending
         if event == _TRACE_EVENT:
             if own_event_seen or metadata.get("fun_name") != name:
                 _local.pending = None
             else:
-                _local.pending = (ledger_ref, entry, name, True)
+                _local.pending = (ledger, entry, name, True)
             return
         if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
             return
-        ledger = ledger_ref()
-        updated = None if ledger is None else ledger.add_compile_seconds(entry, duration_secs)
-        _local.pending = None if updated is None else (ledger_ref, updated, name, own_event_seen)
+        updated = ledger.add_compile_seconds(entry, duration_secs)
+        _local.pending = None if updated is None else (ledger, updated, name, own_event_seen)
     except Exception:  # a listener must never break a compile
         _local.pending = None
 
@@ -344,8 +341,9 @@ jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
 def expect_compile(ledger: Ledger, entry: TracedSignature | None, name: str) -> None:
     """Marks ``entry`` as the trace the next compiles of ``name`` in this thread are
-    for; ``None`` ends any earlier attribution (a trace that is staged out)."""
-    _local.pending = None if entry is None else (weakref.ref(ledger), entry, name, False)
+    for; ``None`` ends any earlier attribution (a trace that is staged out). Holds
+    the ledger until then, not the object: dropping the object still frees it."""
+    _local.pending = None if entry is None else (ledger, entry, name, False)
 
 
 # --- the registry of live objects ----------------------------------------------------------
@@ -359,7 +357,9 @@ def register(owner: Any, ledger: Ledger) -> None:
     """Adds a freshly built object to the registry (a weak reference) and gives its
     ledger what trace time needs: the construction site, the policy, the owner."""
     global _prune_at
-    ledger.built_at = construction_site()
+    # Two frames up, the class's __attrs_post_init__: the walk to the user's code starts
+    # there (sys._getframe materializes only the frame it returns; each f_back, one more).
+    ledger.birth = _birth(owner, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
     ledger.on_exceed = owner.on_exceed
     ref = weakref.ref(owner)
     ledger.owner = ref
@@ -478,20 +478,25 @@ def budgets_table(objects: Sequence[Any]) -> str:
 REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature
 
 
-@attrs.define(eq=False)
 class _Site:
     """Objects built at one place for one function: how many in a row traced alike."""
 
-    alive: Callable[[], object] | None  # a weak reference that identifies the function
-    options: tuple[Any, ...]
-    signature: TracedSignature
-    count: int = 1
-    warned: bool = False
+    __slots__ = ("alive", "count", "options", "signature", "warned")
+
+    def __init__(
+        self, alive: Callable[[], object] | None, options: object, signature: TracedSignature
+    ) -> None:
+        self.alive = alive  # a weak reference to what identifies the function, if it has one
+        self.options = options
+        self.signature = signature
+        self.count = 1
+        self.warned = False
 
 
-_sites_lock = threading.RLock()
+_sites_lock = threading.Lock()
 _sites: dict[tuple[Any, ...], _Site] = {}
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_sites_prune_at = 16
+_OPTIONS: dict[type, Callable[[Any], object]] = {}
 
 
 def _identity(function: object) -> tuple[tuple[int, ...], object]:
@@ -501,28 +506,36 @@ def _identity(function: object) -> tuple[tuple[int, ...], object]:
     return (id(function),), function
 
 
-def _frozen(value: object) -> object:
+def _birth(
+    owner: Any, frame: types.FrameType
+) -> tuple[tuple[str, int], tuple[Any, ...], Any, object] | None:
+    """``(place built, key of its places table, weak reference that identifies the
+    function, options)`` of a new object, or ``None`` if no user code built it."""
+    built_at = construction_site(frame)
+    if built_at is None:
+        return None
+    ids, life = _identity(owner.function)
     try:
-        hash(value)
-    except Exception:
-        return ("unhashable", describe(value))
-    return value
+        alive = weakref.ref(life)
+    except TypeError:  # not weakly referenceable (a builtin): lives as long as ever
+        alive = None
+    return built_at, (built_at, ids), alive, _options(owner)
 
 
-def _options(owner: Any) -> tuple[Any, ...]:
+def _options(owner: Any) -> tuple[type, object]:
+    """The object's class and fields other than ``function``, compared with ``==``."""
     kind = cast("type[Any]", type(owner))
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = tuple(
-            field.name for field in attrs.fields(kind) if field.name != "function"
-        )
-    return (kind.__name__, *(_frozen(getattr(owner, name)) for name in names))
+    read = _OPTIONS.get(kind)
+    if read is None:
+        names = [field.name for field in attrs.fields(kind) if field.name != "function"]
+        read = _OPTIONS[kind] = operator.attrgetter(*names)
+    return kind, read(owner)
 
 
 def _same(a: object, b: object) -> bool:
     try:
         return bool(a == b)
-    except Exception:
+    except Exception:  # an option whose == raises (in_axes pass through unchecked)
         return False
 
 
@@ -534,44 +547,43 @@ def _same_signature(earlier: TracedSignature, call: TracedSignature) -> bool:
         return False
 
 
-def _forget(key: tuple[Any, ...]) -> Callable[[object], None]:
-    """A weak reference callback that drops ``key``'s entry when its function dies (it
-    holds the key only: no cycle through the entry)."""
-
-    def forget(ref: object) -> None:
-        with _sites_lock:
-            site = _sites.get(key)
-            if site is not None and site.alive is ref:
-                del _sites[key]
-
-    return forget
+def _prune_sites() -> None:
+    """Drops places whose function has died (amortized: the table at most doubles)."""
+    global _sites_prune_at
+    try:
+        entries = tuple(_sites.items())  # other threads add places without the lock
+    except RuntimeError:  # changed size while copied: prune next time
+        return
+    for key, site in entries:
+        if site.alive is not None and site.alive() is None:
+            _sites.pop(key, None)
+    if len(_sites) > _CACHE_LIMIT:
+        _sites.clear()
+    _sites_prune_at = max(16, 2 * len(_sites))
 
 
 def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSignature) -> None:
     """At the first trace of an object: warns, once per place, when objects built there
-    for this function with these options keep being built and tracing this signature."""
+    for this function with these options keep being built and tracing this signature.
+
+    Keyed by the place the object was built and the identity of the function
+    (for a bound method, of its function and instance), checked through a weak
+    reference so that a new function that reuses a dead one's ``id`` starts afresh.
+    """
     ledger.first_traced = True
-    built_at = ledger.built_at
-    owner = ledger.owner() if ledger.owner is not None else None
-    if built_at is None or owner is None:
+    if ledger.birth is None:
         return
-    ids, life = _identity(function)
-    key = (built_at, ids)
-    options = _options(owner)
+    built_at, key, alive, options = ledger.birth
+    site = _sites.get(key)
+    if site is not None and site.alive is not None and site.alive() is None:
+        site = None  # the function died and its id was reused
+    if site is None or not _same(site.options, options):
+        _sites[key] = _Site(alive, options, call)  # one dict store: atomic
+        if len(_sites) >= _sites_prune_at:
+            with _sites_lock:
+                _prune_sites()
+        return
     with _sites_lock:
-        site = _sites.get(key)
-        if site is not None and site.alive is not None and site.alive() is None:
-            site = None  # the function died and its id was reused
-        if site is None or not _same(site.options, options):
-            site = _Site(None, options, call)
-            try:
-                site.alive = weakref.ref(life, _forget(key))
-            except TypeError:  # not weakly referenceable (a builtin): lives as long as ever
-                site.alive = None
-            if len(_sites) > _CACHE_LIMIT:
-                _sites.clear()
-            _sites[key] = site
-            return
         if _same_signature(site.signature, call):
             site.count += 1
         else:
@@ -580,7 +592,8 @@ def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSign
         if warn:
             site.warned = True
         count = site.count
-    if warn:
+    owner = None if ledger.owner is None else ledger.owner()
+    if warn and owner is not None:
         _warn(_rebuilt_warning(owner, function, built_at, count, call), site=built_at)
 
 
@@ -693,11 +706,8 @@ def committed(
 ) -> None:
     """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
     first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
-    expect_compile(ledger, None if nested else entry, name)
-    if logged:
-        return
-    level = logging.DEBUG if not earlier else logging.INFO
-    if not logger.isEnabledFor(level):
+    _local.pending = None if nested else (ledger, entry, name, False)  # see expect_compile
+    if logged or not logger.isEnabledFor(logging.INFO if earlier else logging.DEBUG):
         return
     where = report.function_location(function)
     heading = report.function_name(function) + (f" ({where})" if where else "")

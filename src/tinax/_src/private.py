@@ -6,8 +6,6 @@ JAX or chex upgrade a one-file review; the tests exercise each of them.
 
 from __future__ import annotations
 
-import os
-import types
 from typing import Any
 
 import jax
@@ -131,12 +129,22 @@ def filter_traceback(error: BaseException) -> None:
     error.with_traceback(util.filter_traceback(error.__traceback__))
 
 
-_STAGING_FILE = f"interpreters{os.sep}partial_eval.py"
+def staged_out() -> bool:
+    """Whether the trace in progress is nested in another one that stages out to a
+    jaxpr (an outer `jax.jit`, a `jax.lax.scan` body, `jax.eval_shape`...): its
+    result is then inlined into the outer jaxpr and compiled with it, never alone.
 
-
-def stages_out(code: types.CodeType) -> bool:
-    """Whether a frame running ``code`` is JAX staging a function out to a jaxpr
-    (``partial_eval.trace_to_jaxpr``: an outer `jax.jit`, `jax.lax.scan`, `jax.eval_shape`
-    ...). A call made from code being staged out is inlined into the outer jaxpr and
-    compiled with it, never alone. No public API says whether a trace is nested."""
-    return code.co_name == "trace_to_jaxpr" and code.co_filename.endswith(_STAGING_FILE)
+    Called from inside the traced function: the current trace is the one
+    `jax.jit` made for it, and each trace links to the one it was started in
+    (``parent_trace``); transformations that do not stage out (`jax.grad`,
+    `jax.vmap`) sit in between. No public API says whether a trace is nested.
+    """
+    core: Any = _jax_core
+    trace = getattr(core.trace_ctx.trace, "parent_trace", None)
+    for _ in range(64):
+        if trace is None:
+            return False
+        if isinstance(trace, _partial_eval.DynamicJaxprTrace):
+            return True
+        trace = getattr(trace, "parent_trace", None)
+    return False
