@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from tinax._src import budget, observe, private, record
+from tinax._src import record
 from tinax.jit import batched_jit, bounded_jit
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -155,93 +155,6 @@ def recording_row() -> Row:
         target=1.05,
         notes=recording_alone,
     )
-
-
-_ORIGINALS: dict[str, Any] = {}
-
-
-def _bookkeeping(on: bool) -> None:
-    """Turns the per-trace bookkeeping of issue 13 (call site, trace timing, the
-    rebuilt-wrapper check, the nesting check and the compile-time listener, the
-    check whether a record is wanted) on or off.
-
-    Each contender of the row calls it before every run (four assignments either way;
-    the listener moves only when the state changes, which alternating runs share).
-    """
-    if not _ORIGINALS:
-        _ORIGINALS.update(
-            call_site=observe.call_site,
-            check_rebuilt=observe.check_rebuilt,
-            committed=observe.committed,
-            staged_out=private.staged_out,
-            time=budget.time,
-            on=True,
-        )
-    observe.call_site = _ORIGINALS["call_site"] if on else lambda: (None, False)
-    observe.check_rebuilt = _ORIGINALS["check_rebuilt"] if on else lambda *args: None
-    observe.committed = _ORIGINALS["committed"] if on else lambda *args: None
-    private.staged_out = _ORIGINALS["staged_out"] if on else lambda: False
-    budget.time = _ORIGINALS["time"] if on else _NO_CLOCK
-    if _ORIGINALS["on"] != on:
-        listener = observe._on_duration  # pyright: ignore[reportPrivateUsage]
-        if on:
-            jax.monitoring.register_event_duration_secs_listener(listener)
-        else:
-            jax.monitoring.unregister_event_duration_listener(listener)
-        _ORIGINALS["on"] = on
-
-
-class _NoClock:
-    @staticmethod
-    def perf_counter() -> float:
-        return 0.0
-
-
-_NO_CLOCK: Any = _NoClock()
-
-
-def bookkeeping_row(tiny: bool) -> Row:
-    """Trace time with and without the per-trace bookkeeping (logging off): the 200-op
-    function of the first-call row, or (worst case, no target) a two-op function."""
-    x = jnp.ones(3, jnp.float32)
-    fresh = _fresh_tiny if tiny else _two_hundred_ops
-
-    def contender(on: bool) -> Setup:
-        def setup() -> Callable[[], object]:
-            bounded = bounded_jit(fresh(), max_traces=1)
-
-            def action() -> object:
-                _bookkeeping(on)
-                return bounded.trace(x)
-
-            return action
-
-        return setup
-
-    def overhead(row: Row) -> list[str]:
-        _bookkeeping(True)  # as it was, for the rows after this one
-        on, off = (statistics.median(row.times[name]) for name in ("tinax", "bookkeeping off"))
-        return [f"  bookkeeping per trace: {(on - off) * 1e6:.1f} us (difference of medians)"]
-
-    what = "a two-op function (worst case)" if tiny else "200 ops"
-    return Row(
-        f"trace {what}: call site, timing, checks (logging off)",
-        baseline="bookkeeping off",
-        contenders={"bookkeeping off": contender(False), "tinax": contender(True)},
-        target=None if tiny else 1.02,
-        rounds=31 if tiny else 21,
-        repeat=9 if tiny else 5,
-        notes=overhead,
-    )
-
-
-def _fresh_tiny() -> Callable[[jax.Array], jax.Array]:
-    """A new tiny function each time: JAX caches traces per function."""
-
-    def tiny(v: jax.Array) -> jax.Array:
-        return v * 2.0 + 1.0
-
-    return tiny
 
 
 def repeated(call: Callable[[], jax.Array], count: int) -> Callable[[], object]:
@@ -445,6 +358,107 @@ def first_call_row(quick: bool) -> Row:
     )
 
 
+Params = dict[str, jax.Array]
+
+
+def _mlp_step() -> Callable[[Params, Params, float], tuple[Params, jax.Array]]:
+    """A new two-layer MLP training step each time (a fresh function misses every cache)."""
+
+    def loss_fn(params: Params, batch: Params) -> jax.Array:
+        hidden = jnp.tanh(batch["x"] @ params["w1"] + params["b1"])
+        hidden = jnp.tanh(hidden @ params["w2"] + params["b2"])
+        return jnp.mean((hidden @ params["w3"] - batch["y"]) ** 2)
+
+    def train_step(params: Params, batch: Params, lr: float) -> tuple[Params, jax.Array]:
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+
+    return train_step
+
+
+def _mlp_arguments(width: int, rows: int) -> tuple[Params, Params]:
+    params = {
+        "w1": jnp.full((width, width), 1.0 / width),
+        "b1": jnp.zeros(width),
+        "w2": jnp.full((width, width), 1.0 / width),
+        "b2": jnp.zeros(width),
+        "w3": jnp.ones((width, 1)),
+    }
+    return params, {"x": jnp.ones((rows, width)), "y": jnp.ones((rows, 1))}
+
+
+def precompiled_first_call_row(quick: bool) -> Row:
+    """The first call after ``precompile`` (no trace, no compile left) against a cached
+    call of the same step: what a property test's first example, or a timed first
+    step, pays once the step is precompiled."""
+    width, rows = (128, 256) if quick else (512, 2048)
+    params, batch = _mlp_arguments(width, rows)
+    warm = bounded_jit(_mlp_step(), max_traces=1)
+    warm(params, batch, 0.1)
+
+    def cached() -> Callable[[], object]:
+        return lambda: jax.block_until_ready(warm(params, batch, 0.1))
+
+    def first_after_precompile() -> Callable[[], object]:
+        step = bounded_jit(_mlp_step(), max_traces=1)
+        step.precompile(params, batch, 0.1)
+        return lambda: jax.block_until_ready(step(params, batch, 0.1))
+
+    def jax_aot() -> Callable[[], object]:
+        jitted = jax.jit(_mlp_step())
+        jitted.lower(params, batch, 0.1).compile()
+        return lambda: jax.block_until_ready(jitted(params, batch, 0.1))
+
+    def small_step(row: Row) -> list[str]:
+        # The same, on a step too small to hide the first execution's fixed cost, with
+        # the first call of a step not precompiled, or only lowered, for scale.
+        small_params, small_batch = _mlp_arguments(8, 64)
+
+        def first_call(prepare: str) -> float:
+            best = float("inf")
+            for _ in range(3):
+                step = bounded_jit(_mlp_step(), max_traces=1)
+                if prepare == "precompile":
+                    step.precompile(small_params, small_batch, 0.1)
+                elif prepare == "lower":
+                    step.lower(small_params, small_batch, 0.1)
+                start = time.perf_counter()
+                jax.block_until_ready(step(small_params, small_batch, 0.1))
+                best = min(best, time.perf_counter() - start)
+            return best
+
+        small_warm = bounded_jit(_mlp_step(), max_traces=1)
+        small_warm(small_params, small_batch, 0.1)
+        cached_small = float("inf")
+        for _ in range(20):
+            start = time.perf_counter()
+            jax.block_until_ready(small_warm(small_params, small_batch, 0.1))
+            cached_small = min(cached_small, time.perf_counter() - start)
+        figures = {name: first_call(name) for name in ("precompile", "lower", "nothing")}
+        gap = statistics.median(row.times["tinax"]) - statistics.median(row.times["cached call"])
+        return [
+            f"  first run of a new executable: {gap * 1e3:.1f} ms more than a cached call "
+            "(difference of medians; XLA's, paid by jax.jit's lower().compile() too)",
+            f"  8x64 step, first call: after precompile {figures['precompile'] * 1e3:.2f} ms, "
+            f"after lower() only {figures['lower'] * 1e3:.0f} ms, not prepared "
+            f"{figures['nothing'] * 1e3:.0f} ms; a cached call {cached_small * 1e3:.3f} ms",
+        ]
+
+    return Row(
+        f"first call after precompile, MLP step {width}x{rows}",
+        "cached call",
+        {
+            "cached call": cached,
+            "tinax": first_after_precompile,
+            "jax.jit AOT compile": jax_aot,
+        },
+        target=1.5,
+        rounds=11,
+        repeat=3,
+        notes=small_step,
+    )
+
+
 def memory_row(quick: bool) -> Row:
     """Objects created, called once and dropped: memory growth, each in a fresh process."""
     objects = 200 if quick else 2000
@@ -498,11 +512,10 @@ ROWS: dict[str, Callable[[bool], Row]] = {
     "mesh-inside": lambda quick: _mesh_call_row(inside=True),
     "wrap": wrap_row,
     "first-call": first_call_row,
+    "precompiled-first-call": precompiled_first_call_row,
     "memory": memory_row,
     "recording": lambda quick: recording_row(),
     "batched-mesh": lambda quick: batched_mesh_row(),
-    "bookkeeping": lambda quick: bookkeeping_row(tiny=False),
-    "bookkeeping-tiny": lambda quick: bookkeeping_row(tiny=True),
 }
 
 

@@ -551,6 +551,33 @@ class TestNoNewTraces:
             fuzz_shapes()
 
 
+# --- the public surface --------------------------------------------------------------------
+
+
+class TestPublicSurface:
+    def test_module_exports_its_two_names_from_where_it_says(self):
+        import inspect
+
+        import tinax.testing
+
+        assert tinax.testing.__all__ == ["arguments", "no_new_traces"]
+        for name in tinax.testing.__all__:
+            assert getattr(tinax.testing, name).__module__ == "tinax.testing"
+        parameters = inspect.signature(arguments).parameters
+        assert [(p.name, p.kind.name) for p in parameters.values()] == [
+            ("source", "POSITIONAL_OR_KEYWORD"),
+            ("elements", "KEYWORD_ONLY"),
+        ]
+
+    def test_precompile_is_a_method_of_both_classes(self, make_bounded, make_batched):
+        for obj in (
+            make_bounded(lambda x: x, max_traces=1),
+            make_batched(lambda x: x, max_traces=1),
+        ):
+            assert obj.precompile(jax.ShapeDtypeStruct((2, 3), jnp.float32)) is not None
+            assert obj.traces_used == 1
+
+
 # --- hypothesis is optional ----------------------------------------------------------------
 
 BLOCKER = textwrap.dedent(
@@ -604,3 +631,46 @@ class TestOptionalDependency:
         result = run_without_hypothesis(tmp_path, code)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "[2.0, 2.0] 1"
+
+
+# --- the guide -----------------------------------------------------------------------------
+
+GUIDE = ROOT / "docs" / "property-tests.md"
+EXAMPLE = ROOT / "examples" / "property_tests.py"
+
+
+def run_from_root(*command):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # as a newcomer runs it
+    result = subprocess.run(
+        [sys.executable, *command],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+class TestGuide:
+    def test_example_tests_pass_under_the_default_hypothesis_settings(self):
+        out = run_from_root("-m", "pytest", "-p", "no:cacheprovider", "-q", str(EXAMPLE))
+        assert "3 passed" in out
+
+    def test_every_code_block_of_the_page_is_quoted_from_the_example(self):
+        blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.DOTALL)
+        assert len(blocks) >= 6
+        example = EXAMPLE.read_text()
+        for block in blocks:
+            assert block in example, f"not in the example:\n{block}"
+
+    def test_page_shows_the_real_output_of_the_script(self):
+        out = run_from_root(str(EXAMPLE))
+        sections = out.split("\n=== ")[1:]
+        assert len(sections) == 1
+        page = GUIDE.read_text()
+        for section in sections:
+            title, _, body = section.partition("\n")
+            assert f"```text\n{body.rstrip()}\n```" in page, f"section {title!r} is out of date"

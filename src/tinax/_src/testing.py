@@ -11,7 +11,7 @@ asserts it. hypothesis is an optional dependency (the ``testing`` extra).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, cast
 
 try:
@@ -30,6 +30,8 @@ import numpy as np
 from jax.sharding import AbstractMesh, Mesh
 
 from tinax._src import abstract, compare, report, validation
+from tinax._src.batched import BatchedJit
+from tinax._src.bounded import BoundedJit
 from tinax._src.common import BudgetedMixin
 from tinax._src.record import TracedSignature
 
@@ -313,8 +315,13 @@ def _check_source(source: Any) -> None:
 
 
 def arguments(
-    source: Any, *, elements: Mapping[str, st.SearchStrategy[Any]] | None = None
-) -> st.SearchStrategy[Call]:
+    source: TracedSignature
+    | BoundedJit[..., Any]
+    | BatchedJit[Any]
+    | tuple[Sequence[Any], Mapping[str, Any]],
+    *,
+    elements: Mapping[str, st.SearchStrategy[Any]] | None = None,
+) -> st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]:
     """A hypothesis strategy of ``(args, kwargs)`` at one fixed abstract signature.
 
     Fuzzing shapes or dtypes makes a compiled function trace and compile again
@@ -420,7 +427,9 @@ def _watch(objects: tuple[BudgetedMixin, ...]) -> Generator[None]:
         raise AssertionError("\n\n".join(failures))
 
 
-def no_new_traces(*objects: BudgetedMixin) -> contextlib.AbstractContextManager[None]:
+def no_new_traces(
+    *objects: BoundedJit[..., Any] | BatchedJit[Any],
+) -> contextlib.AbstractContextManager[None]:
     """Asserts that none of ``objects`` traces inside the ``with`` block.
 
     Inside a property test, this turns a draw that would compile again into a
