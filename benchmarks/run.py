@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from tinax._src import record
+from tinax._src import budget, observe, private, record
 from tinax.jit import batched_jit, bounded_jit
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -155,6 +155,93 @@ def recording_row() -> Row:
         target=1.05,
         notes=recording_alone,
     )
+
+
+_ORIGINALS: dict[str, Any] = {}
+
+
+def _bookkeeping(on: bool) -> None:
+    """Turns the per-trace bookkeeping of issue 13 (call site, trace timing, the
+    rebuilt-wrapper check, the nesting check and the compile-time listener, the
+    check whether a record is wanted) on or off.
+
+    Each contender of the row calls it before every run (four assignments either way;
+    the listener moves only when the state changes, which alternating runs share).
+    """
+    if not _ORIGINALS:
+        _ORIGINALS.update(
+            call_site=observe.call_site,
+            check_rebuilt=observe.check_rebuilt,
+            committed=observe.committed,
+            staged_out=private.staged_out,
+            time=budget.time,
+            on=True,
+        )
+    observe.call_site = _ORIGINALS["call_site"] if on else lambda: (None, False)
+    observe.check_rebuilt = _ORIGINALS["check_rebuilt"] if on else lambda *args: None
+    observe.committed = _ORIGINALS["committed"] if on else lambda *args: None
+    private.staged_out = _ORIGINALS["staged_out"] if on else lambda: False
+    budget.time = _ORIGINALS["time"] if on else _NO_CLOCK
+    if _ORIGINALS["on"] != on:
+        listener = observe._on_duration  # pyright: ignore[reportPrivateUsage]
+        if on:
+            jax.monitoring.register_event_duration_secs_listener(listener)
+        else:
+            jax.monitoring.unregister_event_duration_listener(listener)
+        _ORIGINALS["on"] = on
+
+
+class _NoClock:
+    @staticmethod
+    def perf_counter() -> float:
+        return 0.0
+
+
+_NO_CLOCK: Any = _NoClock()
+
+
+def bookkeeping_row(tiny: bool) -> Row:
+    """Trace time with and without the per-trace bookkeeping (logging off): the 200-op
+    function of the first-call row, or (worst case, no target) a two-op function."""
+    x = jnp.ones(3, jnp.float32)
+    fresh = _fresh_tiny if tiny else _two_hundred_ops
+
+    def contender(on: bool) -> Setup:
+        def setup() -> Callable[[], object]:
+            bounded = bounded_jit(fresh(), max_traces=1)
+
+            def action() -> object:
+                _bookkeeping(on)
+                return bounded.trace(x)
+
+            return action
+
+        return setup
+
+    def overhead(row: Row) -> list[str]:
+        _bookkeeping(True)  # as it was, for the rows after this one
+        on, off = (statistics.median(row.times[name]) for name in ("tinax", "bookkeeping off"))
+        return [f"  bookkeeping per trace: {(on - off) * 1e6:.1f} us (difference of medians)"]
+
+    what = "a two-op function (worst case)" if tiny else "200 ops"
+    return Row(
+        f"trace {what}: call site, timing, checks (logging off)",
+        baseline="bookkeeping off",
+        contenders={"bookkeeping off": contender(False), "tinax": contender(True)},
+        target=None if tiny else 1.02,
+        rounds=31 if tiny else 21,
+        repeat=9 if tiny else 5,
+        notes=overhead,
+    )
+
+
+def _fresh_tiny() -> Callable[[jax.Array], jax.Array]:
+    """A new tiny function each time: JAX caches traces per function."""
+
+    def tiny(v: jax.Array) -> jax.Array:
+        return v * 2.0 + 1.0
+
+    return tiny
 
 
 def repeated(call: Callable[[], jax.Array], count: int) -> Callable[[], object]:
@@ -516,6 +603,8 @@ ROWS: dict[str, Callable[[bool], Row]] = {
     "memory": memory_row,
     "recording": lambda quick: recording_row(),
     "batched-mesh": lambda quick: batched_mesh_row(),
+    "bookkeeping": lambda quick: bookkeeping_row(tiny=False),
+    "bookkeeping-tiny": lambda quick: bookkeeping_row(tiny=True),
 }
 
 
