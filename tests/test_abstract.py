@@ -317,6 +317,29 @@ class TestPrecompile:
         step(x)
         assert jax_events == [] and step.traces_used == 1
 
+    def test_split_over_an_auto_mesh_is_not_in_the_signature_so_the_call_compiles_again(
+        self, make_bounded, mesh8, jax_events
+    ):
+        # Documented limit: on Auto axes the type says "replicated": no trace, a compile.
+        x = jax.device_put(jnp.ones((16, 3)), NamedSharding(mesh8, P("x")))
+        _first, signature = traced(make_bounded, lambda v: v * 2, call=((x,), {}), mesh=mesh8)
+        step = make_bounded(lambda v: v * 2, max_traces=1, mesh=mesh8)
+        step.precompile(signature)
+        jax_events.clear()
+        step(x)
+        assert TRACE_EVENT not in jax_events and COMPILE_EVENT in jax_events
+        assert step.traces_used == 1
+
+    def test_structs_with_the_auto_mesh_split_leave_nothing_for_the_call(
+        self, make_bounded, mesh8, jax_events
+    ):
+        x = jax.device_put(jnp.ones((16, 3)), NamedSharding(mesh8, P("x")))
+        step = make_bounded(lambda v: v * 2, max_traces=1, mesh=mesh8)
+        step.precompile(jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding))
+        jax_events.clear()
+        step(x)
+        assert jax_events == [] and step.traces_used == 1
+
     def test_signature_from_another_mesh_is_refused_with_a_value_error(
         self, make_bounded, explicit_mesh8
     ):

@@ -12,6 +12,12 @@ sharding names the concrete mesh compiles exactly what a call with arrays
 placed on that mesh runs. So a sharding is made concrete wherever a concrete
 mesh with the same abstract mesh is known (the object's bound mesh, else the
 ambient one set by `jax.set_mesh`), and kept abstract otherwise.
+
+On a mesh with Auto axes, JAX's types record the mesh but not how an array is
+split over it (the spec reads replicated): the arguments given back hit the
+trace, but compile for replicated placement. To precompile for arrays split
+over an Auto mesh, give ``precompile`` those arrays, or `jax.ShapeDtypeStruct`s
+with their sharding.
 """
 
 from __future__ import annotations
