@@ -11,6 +11,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -736,3 +737,47 @@ class TestRebuiltWrapper:
 
         call_refused_three_times()
         call_refused_three_times()  # the second object at that place: no warning yet
+
+
+# --- the guide -----------------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timings_aside(text):
+    """``text`` with every duration made ``<time>`` and runs of spaces made one (table
+    columns widen with the figures)."""
+    text = re.sub(r"\d+(\.\d+)? m?s\b", "<time>", text)
+    return re.sub(r" +", " ", text)
+
+
+class TestGuide:
+    def test_long_runs_page_shows_the_real_output_of_its_example(self):
+        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+        result = subprocess.run(
+            [sys.executable, os.path.join("examples", "long_runs.py")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        with open(os.path.join(ROOT, "docs", "long-runs.md")) as page_file:
+            page = page_file.read()
+        blocks = [timings_aside(block) for block in re.findall(r"```text\n(.*?)\n```", page, re.S)]
+        sections = result.stdout.split("\n=== ")[1:]
+        assert len(sections) == len(blocks) == 5
+        for section in sections:
+            title, _, body = section.partition("\n")
+            shown = timings_aside(body.rstrip())
+            if title.startswith("the registry"):  # rows sorted by compile time: any order
+                header, *rows = shown.splitlines()
+                assert any(
+                    block.splitlines()[0] == header
+                    and sorted(block.splitlines()[1:]) == sorted(rows)
+                    for block in blocks
+                ), f"section {title!r} is out of date"
+            else:
+                assert shown in blocks, f"section {title!r} is out of date"

@@ -38,6 +38,7 @@ import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from site import getsitepackages
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -113,7 +114,7 @@ class _PolicyScope:
         return f"exceed_policy({self._policy!r})"
 
 
-def exceed_policy(policy: Policy) -> _PolicyScope:
+def exceed_policy(policy: Policy) -> AbstractContextManager[None]:
     """Sets what a trace over its budget does, for objects without their own ``on_exceed``.
 
     A three-day training job wants an overrun reported, not a crash at hour 40.
