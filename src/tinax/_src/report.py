@@ -445,7 +445,11 @@ def _columns_that_fit(table: list[list[str]], marked: bool) -> list[int]:
     as many of the latest as fit."""
     count = len(table[0]) - 1
     columns = list(range(1, count + 1))
-    width = lambda kept: sum(_widths(table, kept)) + 2 * len(kept) + (2 if marked else 0)  # noqa: E731
+    margin = 2 if marked else 0  # the "* " mark
+
+    def width(kept: list[int]) -> int:
+        return sum(_widths(table, kept)) + 2 * len(kept) + margin
+
     while len(columns) > 2 and width(columns) > LINE_LIMIT:
         del columns[1]
     return columns
