@@ -242,6 +242,22 @@ class TestLeaves:
             minimal(arguments(step))
 
 
+class TestFailingExample:
+    def test_failing_example_is_printed_as_the_call_itself(self):
+        step = bounded_jit(identity(), max_traces=1)
+        step({"w": jnp.ones(2)}, 0.5)
+
+        @settings(database=None, max_examples=5)
+        @given(arguments(step))
+        def fails(call):
+            raise AssertionError("always")
+
+        with pytest.raises(AssertionError) as raised:
+            fails()
+        notes = " ".join("\n".join(raised.value.__notes__).split())
+        assert "call=(({'w': Array([0., 0.], dtype=float32)}, 0.0), {})" in notes
+
+
 class TestElements:
     def test_override_replaces_the_default_for_its_kind_only(self, make_bounded):
         step = make_bounded(identity(), max_traces=1)

@@ -178,11 +178,11 @@ def _placed(sharding: Any) -> Callable[[Any], Any]:
 
 
 def _wrapped_keys(impl: str, sharding: Any) -> Callable[[Any], Any]:
-    def wrap(data: Any) -> Any:
+    def wrap_key_data(data: Any) -> Any:  # named as printed in a failing example
         keys = _jax.random.wrap_key_data(_jnp.asarray(data), impl=impl)
         return keys if sharding is None else _jax.device_put(keys, sharding)
 
-    return wrap
+    return wrap_key_data
 
 
 def _sharding(value: jax.ShapeDtypeStruct, where: str, mesh: Mesh | None) -> Any:
@@ -265,10 +265,14 @@ def _call_strategy(
         else:
             leaves.append(st.just(value))
 
-    def build(drawn: tuple[Any, ...]) -> Call:
-        return treedef.unflatten(drawn)
+    return _assembled(tuple(leaves), treedef)
 
-    return st.tuples(*leaves).map(build)
+
+@st.composite
+def _assembled(draw: st.DrawFn, leaves: tuple[st.SearchStrategy[Any], ...], treedef: Any) -> Call:
+    """The call rebuilt from drawn leaves. Drawn in a composite (not mapped), so that
+    hypothesis prints a failing example as the call itself."""
+    return treedef.unflatten([draw(leaf) for leaf in leaves])
 
 
 def _where(path: tuple[Any, ...]) -> str:
