@@ -557,6 +557,92 @@ class TestTimes:
         assert all(step.traced_signatures[0].compile_seconds > 0 for step in steps)
 
 
+# --- the report: the error, the history, the shared-self hint -------------------------------
+
+
+class TestReport:
+    def test_error_names_the_call_sites_of_the_call_and_of_the_closest_trace(self, make_bounded):
+        step = make_bounded(double, max_traces=1)
+        _, first = step(jnp.ones(3)), here()
+        line = inspect.currentframe().f_lineno
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(4))  # line + 2
+        closest = f"the closest earlier trace, #1, was called from {first}"
+        assert str(info.value).splitlines()[-1] == f"Called from {HERE}:{line + 2}; {closest}."
+
+    def test_warning_names_the_call_sites_too(self, make_bounded):
+        step = make_bounded(double, max_traces=1, on_exceed="warn")
+        _, first = step(jnp.ones(3)), here()
+        with pytest.warns(TraceBudgetWarning) as caught:
+            _, second = step(jnp.ones(4)), here()
+        last = str(caught[0].message).splitlines()[-1]
+        closest = f"the closest earlier trace, #1, was called from {first}"
+        assert last == f"Called from {second}; {closest}."
+
+    def test_history_shows_call_site_and_times_of_each_trace(self, make_bounded):
+        step = make_bounded(double, max_traces=2)
+        _, first = step(jnp.ones(3)), here()
+        _, second = step.lower(jnp.ones(4)), here()
+        lines = str(step.traced_signatures).splitlines()
+        at = lines.index(next(line for line in lines if "called from" in line))
+        assert lines[at].split() == ["called", "from", "trace", "time", "compile", "time"]
+        one, two = (line.split() for line in lines[at + 1 :])
+        assert one[:2] == ["#1", first] and two[:2] == ["#2", second]
+        assert two[-1] == "-"  # lowered, never compiled
+        assert one[-1] in ("ms", "us", "s") and two[-2] in ("ms", "us", "s")
+
+    def test_history_has_no_facts_when_there_are_no_traces(self, make_bounded):
+        assert str(make_bounded(double, max_traces=1).traced_signatures) == "no traces yet"
+
+    def test_hint_says_the_budget_is_shared_when_only_a_static_self_differs(self):
+        class Model:
+            @functools.partial(bounded_jit, max_traces=1, static_argnames="self")
+            def step(self, x):
+                return x + 1.0
+
+        Model().step(jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as info:
+            Model().step(jnp.ones(3))
+        assert "  self: a method wrapped at class level has one budget for all instances" in str(
+            info.value
+        )
+        assert "self.step = bounded_jit(self._step, ...)" in str(info.value)
+
+    def test_hint_says_the_budget_is_shared_when_only_a_pytree_self_differs(self):
+        import equinox as eqx
+
+        class Model(eqx.Module):
+            w: jax.Array
+
+            @functools.partial(bounded_jit, max_traces=1)
+            def __call__(self, x):
+                return self.w * x
+
+        Model(jnp.ones(3))(jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as info:
+            Model(jnp.ones(4))(jnp.ones(3))
+        assert "self.w: f32[3] -> f32[4] (shape)" in str(info.value)
+        assert "  self: a method wrapped at class level" in str(info.value)
+
+    def test_no_shared_self_hint_when_another_argument_differs(self):
+        class Model:
+            @functools.partial(bounded_jit, max_traces=1, static_argnames="self")
+            def step(self, x):
+                return x + 1.0
+
+        Model().step(jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as info:
+            Model().step(jnp.ones(4))
+        assert "class level" not in str(info.value)
+
+    def test_no_shared_self_hint_for_a_plain_argument_named_like_self(self, make_bounded):
+        step = make_bounded(lambda selfish, x: x, max_traces=1, static_argnames="selfish")
+        step(1, jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as info:
+            step(2, jnp.ones(3))
+        assert "class level" not in str(info.value)
+
+
 # --- the registry --------------------------------------------------------------------------
 
 
@@ -607,7 +693,7 @@ class TestRegistry:
         assert row.startswith("double  ")
         assert f"{HERE}:" in row
         assert "2/1 over" in row
-        assert row.count(" ms") == 2
+        assert len(re.findall(r"\d+(\.\d+)? (us|ms|s)\b", row)) == 2  # trace and compile time
         assert row.endswith("#2: x: f32[3] -> f32[4] (shape)")
 
     def test_prints_dashes_for_an_object_that_never_traced(self):
@@ -747,7 +833,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def timings_aside(text):
     """``text`` with every duration made ``<time>`` and runs of spaces made one (table
     columns widen with the figures)."""
-    text = re.sub(r"\d+(\.\d+)? m?s\b", "<time>", text)
+    text = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", text)
     return re.sub(r" +", " ", text)
 
 

@@ -56,7 +56,8 @@ class TestIntrospection:
         history = obj.traced_signatures
         assert [s.number for s in history] == [1, 2]
         assert str(history[1]) == "#2: x: f32[3], y: f32[3], scale: 2.0"
-        assert str(history).splitlines() == [
+        signatures, facts = str(history).split("\n    called from")  # then per-trace facts
+        assert signatures.splitlines() == [
             "  argument      #1      #2",
             "* x             f32[2]  f32[3]",
             "* y             f32[2]  f32[3]",
@@ -64,6 +65,7 @@ class TestIntrospection:
             "* (by keyword)  -       scale",
             "* marks a row that differs between traces",
         ]
+        assert [line.split()[0] for line in facts.splitlines()[1:]] == ["#1", "#2"]
 
     def test_traced_signatures_print_when_empty(self):
         assert str(bounded_jit(step, max_traces=1).traced_signatures) == "no traces yet"

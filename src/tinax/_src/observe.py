@@ -417,9 +417,7 @@ _MAX_NAME = 40
 
 
 def _seconds(total: float, any_fact: bool) -> str:
-    if not any_fact:
-        return "-"
-    return f"{total * 1e3:.1f} ms" if total < 1.0 else f"{total:.2f} s"
+    return report.duration(total if any_fact else None)
 
 
 def _cut(text: str, limit: int) -> str:
@@ -691,10 +689,6 @@ def _overrun_message(text: str, outcome: str) -> str:
     return "\n".join(lines)
 
 
-def _milliseconds(seconds: float | None) -> str:
-    return "?" if seconds is None else f"{seconds * 1e3:.1f} ms"
-
-
 def committed(
     ledger: Ledger,
     function: Callable[..., Any],
@@ -715,7 +709,7 @@ def committed(
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
     head = (
         f"{heading}: {'trace' if not earlier else 'retrace, trace'} {entry.number} of "
-        f"max_traces={max_traces}, {called}, traced in {_milliseconds(entry.trace_seconds)}"
+        f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"
     )
     if not earlier:
         logger.debug("%s: %s", head, str(entry).partition(": ")[2])

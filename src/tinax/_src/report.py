@@ -108,6 +108,7 @@ def budget_error(
         "JAX traces and compiles again for every new abstract signature; this call was refused "
         "before tracing, and calls that match an earlier trace still run.",
         *explanation_lines(best, found, signature),
+        *_call_sites(signature, best),
     ]
     return TraceBudgetError(
         "\n".join(lines),
@@ -119,6 +120,16 @@ def budget_error(
         closest=best,
         differences=found,
     )
+
+
+def _call_sites(signature: TracedSignature, best: TracedSignature | None) -> list[str]:
+    """Where the refused call, and the closest earlier trace, were called from."""
+    if signature.call_site is None:
+        return []
+    line = f"Called from {signature.call_site}"
+    if best is not None and best.call_site is not None:
+        line += f"; the closest earlier trace, #{best.number}, was called from {best.call_site}"
+    return [fit(line + ".")]
 
 
 @attrs.frozen
@@ -267,7 +278,21 @@ def explanation_lines(
             if kind not in fixes:
                 fixes[kind] = difference.fix or compare.HINTS[kind]
     lines.extend(fit(f"  {kind}: {fix}") for kind, fix in fixes.items())
+    if all(_on_self(difference) for difference in found):
+        lines.append(fit(f"  self: {_SHARED_SELF}"))
     return lines
+
+
+_SHARED_SELF = (
+    "a method wrapped at class level has one budget for all instances; for one per "
+    "instance, wrap the bound method in __init__: self.step = bounded_jit(self._step, ...)"
+)
+
+
+def _on_self(difference: Difference) -> bool:
+    """Whether a difference lies in the argument ``self`` (a bound method's instance)."""
+    path = difference.path
+    return path == "self" or path.startswith(("self.", "self["))
 
 
 # --- lines that fit ------------------------------------------------------------------------
@@ -415,10 +440,43 @@ def history_table(history: Sequence[TracedSignature]) -> str:
         lines.append(f"... and {hidden} rows the same in every trace")
     if marked:
         lines.append("* marks a row that differs between traces")
+    lines.extend(_facts_table([history[column - 1] for column in columns]))
     return "\n".join(lines)
 
 
 _MAX_CELL = 60
+
+
+def _facts_table(history: Sequence[TracedSignature]) -> list[str]:
+    """Below the signatures: where each trace was called from and what it cost (absent
+    when no trace recorded it)."""
+    if all(
+        signature.call_site is None and signature.trace_seconds is None for signature in history
+    ):
+        return []
+    table = [["", "called from", "trace time", "compile time"]] + [
+        [
+            f"#{signature.number}",
+            fit(signature.call_site or "-", _MAX_CELL),
+            duration(signature.trace_seconds),
+            duration(signature.compile_seconds),
+        ]
+        for signature in history
+    ]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in table
+    ]
+
+
+def duration(seconds: float | None) -> str:
+    """``12.3 ms``, ``45 us`` or ``1.23 s``; ``-`` for an unknown duration."""
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1.0 else f"{seconds:.2f} s"
 
 
 def _cells(cells: list[str]) -> list[str]:
