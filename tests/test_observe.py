@@ -670,6 +670,22 @@ class TestRegistry:
         gc.collect()
         assert len(observe._registry) <= 2 * len(budgets()) + 64
 
+    def test_dropped_object_is_freed_at_once_without_the_garbage_collector(self, make_bounded):
+        def scale(x):
+            return x * 3.0
+
+        step = make_bounded(scale, max_traces=1)
+        step(jnp.ones(3))
+        alive = (weakref.ref(scale), weakref.ref(step), weakref.ref(step._ledger))
+        gc.disable()  # no cycle may hold them: refcounting alone must free them
+        try:
+            del scale, step
+            assert [ref() is None for ref in alive] == [True, True, False]  # ledger: see below
+            observe._local.pending = None  # the last trace of this thread awaits its compile
+            assert alive[2]() is None
+        finally:
+            gc.enable()
+
     def test_is_sorted_by_total_compile_time(self):
         idle = bounded_jit(double, max_traces=1)
         busy = bounded_jit(lambda x: jnp.sin(x) * 3.0, max_traces=2)

@@ -134,12 +134,14 @@ def counted(
             ledger.used += 1
             entry = call.numbered(ledger.used, call_site=site, trace_seconds=seconds)
             ledger.history.append(entry)
-        name = cast(Any, traced).__name__  # the name JAX compiles it under
         nested = private.staged_out()  # inlined into an outer trace: never compiled alone
-        observe.committed(ledger, reported, name, max_traces, entry, history, nested, over)
+        observe.committed(ledger, reported, jax_name, max_traces, entry, history, nested, over)
         return out
 
     _present_as(traced, reported, signature)
+    # The name JAX compiles it under, read here: a reference to ``traced`` from its own
+    # body would be a reference cycle, and every dropped object would wait for the GC.
+    jax_name: str = cast(Any, traced).__name__
     return traced
 
 
