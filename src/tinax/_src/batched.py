@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import jax
@@ -43,7 +43,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     axis_size: int | None = attrs.field(default=None, kw_only=True)
     max_traces: int = attrs.field(kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
-    on_exceed: Literal["raise", "warn", "log"] | None = attrs.field(default=None, kw_only=True)
+    on_exceed: validation.OnExceed | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         function = validation.check_function(_API, self.function)
@@ -77,7 +77,7 @@ def batched_jit(
     axis_size: int | None = None,
     max_traces: int,
     mesh: Mesh | None = None,
-    on_exceed: Literal["raise", "warn", "log"] | None = None,
+    on_exceed: validation.OnExceed | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 import attrs
 import jax
@@ -42,7 +42,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     static_argnames: Sequence[str] = attrs.field(default=(), kw_only=True)
     donate_argnames: Sequence[str] = attrs.field(default=(), kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
-    on_exceed: Literal["raise", "warn", "log"] | None = attrs.field(default=None, kw_only=True)
+    on_exceed: validation.OnExceed | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -84,7 +84,7 @@ def bounded_jit(
     static_argnames: Sequence[str] = (),
     donate_argnames: Sequence[str] = (),
     mesh: Mesh | None = None,
-    on_exceed: Literal["raise", "warn", "log"] | None = None,
+    on_exceed: validation.OnExceed | None = None,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 

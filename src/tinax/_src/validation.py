@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import operator
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import jax
 import numpy as np
@@ -99,6 +99,8 @@ def check_axis_size(api: str, value: object) -> int | None:
 
 
 ON_EXCEED = ("raise", "warn", "log")
+OnExceed = Literal["raise", "warn", "log"]
+"""An overrun policy: what a trace over its budget does (see `exceed_policy`)."""
 
 
 def check_on_exceed(api: str, value: object, parameter: str = "on_exceed") -> str | None:
