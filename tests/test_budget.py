@@ -422,3 +422,13 @@ class TestBatchedMatchesJitOfVmap:
             ours(jnp.ones((8, 3)))
         assert ours.traces_used == 1
         assert len(runs) == 1
+
+
+def test_debug_nans_rerun_is_eager_and_not_a_trace():
+    """Under jax.debug_nans JAX re-runs the function op by op to find the NaN: that run is
+    not a trace, so a spent budget lets JAX's FloatingPointError through."""
+    step = bounded_jit(lambda x: jnp.log(x), max_traces=1)
+    step(jnp.ones(3))
+    with jax.debug_nans(True), pytest.raises(FloatingPointError, match="nan"):
+        step(-jnp.ones(3))
+    assert step.traces_used == 1

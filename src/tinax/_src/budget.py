@@ -38,6 +38,7 @@ class Ledger:
     __slots__ = (
         "__weakref__",
         "birth",
+        "cleared",
         "first_traced",
         "history",
         "in_flight",
@@ -52,15 +53,24 @@ class Ledger:
         self.used = 0
         self.in_flight = 0
         self.history: list[TracedSignature] = []
+        self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
         self.birth: tuple[Any, ...] | None = None  # where and how it was built
         self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
         self.on_exceed: str | None = None
         self.owner: Callable[[], Any] | None = None
 
-    def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int]:
-        """``(history, traces used, number the next trace would have)``, read at once."""
+    def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
+        """``(history, traces used, number the next trace would have, traces cleared
+        from JAX's cache)``, read at once."""
         with self.lock:
-            return tuple(self.history), self.used, self.used + self.in_flight + 1
+            attempt = self.used + self.in_flight + 1
+            return tuple(self.history), self.used, attempt, self.cleared
+
+    def clear(self) -> None:
+        """Notes that JAX's cache of this object was emptied: no trace so far can be
+        reused, and ``explain`` must say so."""
+        with self.lock:
+            self.cleared = self.used
 
     def add_compile_seconds(self, entry: TracedSignature, seconds: float) -> TracedSignature | None:
         """Adds compile time to ``entry`` of the history (replaced: signatures are
@@ -92,7 +102,7 @@ def counted(
     """
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
-        if private.jit_disabled() and not private.tracing_to_jaxpr():
+        if not private.tracing_to_jaxpr():  # eager: disable_jit, or debug_nans re-running
             return function(*args, **kwargs)  # run eagerly: not a trace
         call = _record_or_placeholder(signature.get(), static_argnames, args, kwargs)
         site = observe.call_site()

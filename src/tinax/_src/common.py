@@ -155,8 +155,16 @@ class BudgetedMixin:
         known = self._signature.get()
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
         raises = record.binding_error(known, args, kwargs)
+        history, used, attempt, cleared = self._ledger.snapshot()
         return report.explain(
-            self.function, self.max_traces, *self._ledger.snapshot(), call, raises=raises
+            self.function,
+            self.max_traces,
+            history,
+            used,
+            attempt,
+            call,
+            raises=raises,
+            cleared=cleared,
         )
 
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
@@ -227,9 +235,11 @@ class BudgetedMixin:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.
 
         The next call traces again, whatever its signature, and that trace counts
-        against the budget like any other: the count and the history are kept.
+        against the budget like any other: the count and the history are kept,
+        and ``explain`` knows that no earlier trace can be reused.
         """
         self._jitted.clear_cache()
+        self._ledger.clear()
 
     # Copies. A compiled function behaves like a function, which `copy` returns
     # unchanged: a model or trainer deep-copied keeps the same object, its compiled

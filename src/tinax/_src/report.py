@@ -201,10 +201,12 @@ def explain(
     attempt: int,
     signature: TracedSignature,
     raises: str | None = None,
+    cleared: int = 0,
 ) -> Explanation:
     """Whether ``signature`` would reuse one of the traces in ``history``, and why not.
 
-    ``raises`` is the error of a call that does not bind to the function.
+    ``raises`` is the error of a call that does not bind to the function;
+    traces numbered up to ``cleared`` are no longer in JAX's cache.
     """
     name, location, _ = _where(function)
     if raises is not None:
@@ -222,7 +224,7 @@ def explain(
             attempt=attempt,
             raises=raises,
         )
-    reuses = compare.reused(history, signature)
+    reuses = compare.reused([trace for trace in history if trace.number > cleared], signature)
     best, found = (reuses, ()) if reuses is not None else compare.closest(history, signature)
     return Explanation(
         function_name=name,
