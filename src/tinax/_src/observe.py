@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from site import getsitepackages
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import jax
@@ -48,13 +48,13 @@ import jax.monitoring
 
 from tinax._src import compare, report
 from tinax._src.errors import TraceBudgetError, TraceBudgetWarning
-from tinax._src.validation import ON_EXCEED, check_on_exceed
+from tinax._src.validation import ON_EXCEED, OnExceed, check_on_exceed
 
 if TYPE_CHECKING:
     from tinax._src.budget import Ledger
     from tinax._src.record import TracedSignature
 
-Policy = Literal["raise", "warn", "log"]
+Policy = OnExceed
 
 logger = logging.getLogger("tinax")
 logger.addHandler(logging.NullHandler())  # silent until the application configures logging
@@ -338,13 +338,6 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
 
 
 jax.monitoring.register_event_duration_secs_listener(_on_duration)
-
-
-def expect_compile(ledger: Ledger, entry: TracedSignature | None, name: str) -> None:
-    """Marks ``entry`` as the trace the next compiles of ``name`` in this thread are
-    for; ``None`` ends any earlier attribution (a trace that is staged out). Holds
-    the ledger until then, not the object: dropping the object still frees it."""
-    _local.pending = None if entry is None else (ledger, entry, name, False)
 
 
 # --- the registry of live objects ----------------------------------------------------------
@@ -701,7 +694,10 @@ def committed(
 ) -> None:
     """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
     first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
-    _local.pending = None if nested else (ledger, entry, name, False)  # see expect_compile
+    # The next compiles of ``name`` in this thread are for this trace; a trace that is
+    # staged out is compiled with the outer one, never alone. The ledger is held until
+    # then, not the object: dropping the object still frees it.
+    _local.pending = None if nested else (ledger, entry, name, False)
     if logged or not logger.isEnabledFor(logging.INFO if earlier else logging.DEBUG):
         return
     where = report.function_location(function)
