@@ -63,11 +63,11 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "on_exceed", on_exceed)
 
         def jit(counted: Callable[..., Any]) -> Any:
-            # Empty tuples are safe: jax.jit refuses any donate_argnames, even (), for
-            # a function it finds no signature for, but `counted` gives every function
-            # one ((*args, **kwargs) for max, int, ...). For static_argnames, () and
-            # None have always meant the same to jax.jit.
-            return jax.jit(counted, static_argnames=static, donate_argnames=donate)  # pyright: ignore[reportUnknownMemberType]
+            # None, not (), when empty: both mean "none" to jax.jit (`counted` gives every
+            # function a signature, so () would be accepted too), but an explicit ()
+            # makes jax.jit resolve argnames against the signature at wrap time: about
+            # 7 us more per object (75 vs 68 us, jax 0.10.2), which the wrap row shows.
+            return jax.jit(counted, static_argnames=static or None, donate_argnames=donate or None)  # pyright: ignore[reportUnknownMemberType]
 
         common.build(self, function, function, max_traces, signature, static, mesh, jit)
 
