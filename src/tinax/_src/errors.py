@@ -9,7 +9,40 @@ if TYPE_CHECKING:
     from tinax._src.record import TracedSignature
 
 
-class TraceBudgetError(AssertionError):
+class _Diagnosis(Exception):
+    """The facts the budget error and warning carry besides their message."""
+
+    function_name: str
+    location: str | None
+    max_traces: int
+    traces_used: int
+    signature: TracedSignature
+    closest: TracedSignature | None
+    differences: tuple[Difference, ...]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        function_name: str,
+        location: str | None,
+        max_traces: int,
+        traces_used: int,
+        signature: TracedSignature,
+        closest: TracedSignature | None,
+        differences: tuple[Difference, ...],
+    ) -> None:
+        super().__init__(message)
+        self.function_name = function_name
+        self.location = location
+        self.max_traces = max_traces
+        self.traces_used = traces_used
+        self.signature = signature
+        self.closest = closest
+        self.differences = differences
+
+
+class TraceBudgetError(_Diagnosis, AssertionError):
     """A compiled function was about to trace more often than its budget allows.
 
     Raised by a `BoundedJit` or `BatchedJit` object, before the function body
@@ -31,37 +64,8 @@ class TraceBudgetError(AssertionError):
         differences: What changed between ``closest`` and the refused call.
     """
 
-    function_name: str
-    location: str | None
-    max_traces: int
-    traces_used: int
-    signature: TracedSignature
-    closest: TracedSignature | None
-    differences: tuple[Difference, ...]
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        function_name: str,
-        location: str | None,
-        max_traces: int,
-        traces_used: int,
-        signature: TracedSignature,
-        closest: TracedSignature | None,
-        differences: tuple[Difference, ...],
-    ) -> None:
-        super().__init__(message)
-        self.function_name = function_name
-        self.location = location
-        self.max_traces = max_traces
-        self.traces_used = traces_used
-        self.signature = signature
-        self.closest = closest
-        self.differences = differences
-
-
-class TraceBudgetWarning(UserWarning):
+class TraceBudgetWarning(_Diagnosis, UserWarning):
     """A compiled function traced more often than its budget allows, and was let run.
 
     Emitted instead of raising `TraceBudgetError` where the overrun policy is
@@ -82,35 +86,6 @@ class TraceBudgetWarning(UserWarning):
         closest: The earlier trace that differs least from the call, or ``None``.
         differences: What changed between ``closest`` and the call.
     """
-
-    function_name: str
-    location: str | None
-    max_traces: int
-    traces_used: int
-    signature: TracedSignature
-    closest: TracedSignature | None
-    differences: tuple[Difference, ...]
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        function_name: str,
-        location: str | None,
-        max_traces: int,
-        traces_used: int,
-        signature: TracedSignature,
-        closest: TracedSignature | None,
-        differences: tuple[Difference, ...],
-    ) -> None:
-        super().__init__(message)
-        self.function_name = function_name
-        self.location = location
-        self.max_traces = max_traces
-        self.traces_used = traces_used
-        self.signature = signature
-        self.closest = closest
-        self.differences = differences
 
 
 TraceBudgetError.__module__ = "tinax.jit"
