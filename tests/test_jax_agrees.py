@@ -7,8 +7,6 @@ of another type), and the verdict of ``explain`` is checked against the count of
 traces JAX actually made.
 """
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,22 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from statics import ByIdentity, Config
 from tinax.jit import TraceBudgetError, bounded_jit
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    name: str = "digits-mlp-baseline-experiment-2024-with-a-long-name-to-pass-60"
-    hidden: int = 32
-    activation: str = "relu"
-
-
-class ByIdentity:
-    def __init__(self, n):
-        self.n = n
-
-    def __repr__(self):
-        return f"ByIdentity(n={self.n})"
 
 
 class EqualButHashedByIdentity:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import PartitionSpec
 
+from statics import ByIdentity, Config
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
 
 
@@ -285,23 +286,6 @@ def test_auto_mesh_placement_is_a_sharding_difference(mesh8):
 
 
 # --- real model code: the lines each new kind of difference prints ------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    name: str = "digits-mlp-baseline-experiment-2024"
-    hidden: int = 32
-    activation: str = "relu"
-
-
-class ByIdentity:
-    """Equal only to itself (no __eq__/__hash__): the classic retrace-per-call bug."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __repr__(self):
-        return f"ByIdentity(n={self.n})"
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])

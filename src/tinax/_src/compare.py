@@ -389,8 +389,7 @@ def _structure_text(treedef: Any) -> str:
 class _Side:
     """One side of a tree comparison: an argument's leaves, paths and text views."""
 
-    def __init__(self, name: str, argument: Argument) -> None:
-        self.name = name
+    def __init__(self, argument: Argument) -> None:
         self.argument = argument
         self._leaves: list[Leaf] | None = None
 
@@ -620,7 +619,7 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
                 )
             )
         return found
-    old_side, new_side = _Side(old.name, old), _Side(new.name, new)
+    old_side, new_side = _Side(old), _Side(new)
     if _same(old.treedef, new.treedef):  # the common case: compare leaf by leaf
         for index, (before, after) in enumerate(zip(old.values, new.values, strict=True)):
             if _same(before, after):

@@ -268,10 +268,10 @@ def explanation_lines(
         ]
     count = f"{len(found)} difference{'s' if len(found) > 1 else ''}"
     lines = [f"Closest earlier trace: #{best.number} ({count}):"]
-    listed = grouped_lines(found)
-    lines.extend(f"  {line}" for line in listed[:_MAX_LISTED])
-    if len(listed) > _MAX_LISTED:
-        rest = sum(listed_count for listed_count in _counts(found)[_MAX_LISTED:])
+    groups = _groups(found)
+    lines.extend(f"  {_group_line(members)}" for members in groups[:_MAX_LISTED])
+    if len(groups) > _MAX_LISTED:
+        rest = sum(len(members) for members in groups[_MAX_LISTED:])
         lines.append(f"  ... and {rest} more")
     lines.append("How to fix:")
     fixes: dict[str, str] = {}
@@ -373,22 +373,15 @@ def _groups(found: Sequence[Difference]) -> list[list[Difference]]:
     return groups
 
 
-def _counts(found: Sequence[Difference]) -> list[int]:
-    return [len(members) for members in _groups(found)]
-
-
-def grouped_lines(found: Sequence[Difference]) -> list[str]:
-    """One line per difference, or per cause shared by several: ``params (13 leaves): ...``."""
-    lines: list[str] = []
-    for members in _groups(found):
-        if len(members) == 1:
-            [one] = members
-            lines.append(_line(one.path, one.before, one.after, one.detail))
-            continue
-        before, after, detail = members[0].cause or ("", "", "")
-        where = f"{_common_prefix([member.path for member in members])} ({len(members)} leaves)"
-        lines.append(_line(fit(where, 100), before, after, detail))
-    return lines
+def _group_line(members: Sequence[Difference]) -> str:
+    """One difference's line, or one line for several with one cause:
+    ``params (13 leaves): f32 -> bf16 (dtype)``."""
+    if len(members) == 1:
+        [one] = members
+        return _line(one.path, one.before, one.after, one.detail)
+    before, after, detail = members[0].cause or ("", "", "")
+    where = f"{_common_prefix([member.path for member in members])} ({len(members)} leaves)"
+    return _line(fit(where, 100), before, after, detail)
 
 
 def history_table(history: Sequence[TracedSignature]) -> str:
