@@ -26,7 +26,35 @@ TABLES = ("Parameters", "Returns", "Raises")
 
 # Keyword-only extensions beyond the page (CONTRACT.md), after the page's parameters,
 # with their defaults (the page's behaviour).
-EXTENSIONS = {"on_exceed": "None"}
+_JIT_OPTIONS = {
+    "static_argnums": "None",
+    "donate_argnums": "None",
+    "in_shardings": "UNSPECIFIED",
+    "out_shardings": "UNSPECIFIED",
+    "keep_unused": "False",
+    "device": "None",
+    "backend": "None",
+    "inline": "False",
+    "compiler_options": "None",
+}
+EXTENSIONS = {
+    "bounded_jit": {"on_exceed": "None", **_JIT_OPTIONS},
+    "batched_jit": {
+        "on_exceed": "None",
+        "axis_name": "None",
+        "spmd_axis_name": "None",
+        "sum_match": "False",
+        "static_argnums": "None",
+        "static_argnames": "()",
+        "donate_argnums": "None",
+        "donate_argnames": "()",
+        **{k: v for k, v in _JIT_OPTIONS.items() if not k.endswith("argnums")},
+    },
+}
+
+# The decorator form (CONTRACT.md, "Decorator factory"): without a function, a factory
+# returns a decorator, as jax.jit(**options) does, so `function` has a default.
+DECORATOR_DEFAULT = "DECORATE"
 
 # The one place where our page knowingly differs from the published one: the factories
 # are annotated with the classes they return, which are callables of the published type
@@ -285,15 +313,18 @@ class TestPublishedJitPage:
         ours, _ = signature_parts(generated(jit_page, name)["signature"])
         published, _ = signature_parts(FUNCTIONS[name]["signature"])
         shown = [parameter_parts(p) for p in ours]
-        assert shown[: len(published)] == [parameter_parts(p) for p in published]
+        expected = [parameter_parts(p) for p in published]
+        assert shown[0] == (*expected[0][:2], DECORATOR_DEFAULT)
+        assert shown[1 : len(published)] == expected[1:]
         # Then the extensions, each defaulting to the page's behaviour (CONTRACT.md).
-        assert [(n, d) for n, _, d in shown[len(published) :]] == list(EXTENSIONS.items())
+        extensions = [(n, d) for n, _, d in shown[len(published) :]]
+        assert extensions == list(EXTENSIONS[name].items())
 
     @pytest.mark.parametrize("name", FUNCTIONS)
     def test_signature_shows_one_parameter_per_line(self, jit_page, name):
         ours = generated(jit_page, name)["signature"].strip().splitlines()
         published = FUNCTIONS[name]["signature"].strip().splitlines()
-        expected = len(published) + len(EXTENSIONS)
+        expected = len(published) + len(EXTENSIONS[name])
         assert len(ours) == expected, "signatures are formatted by ruff: is it installed?"
 
     @pytest.mark.parametrize("name", FUNCTIONS)
@@ -309,7 +340,7 @@ class TestPublishedJitPage:
         )
         assert union_members(annotation) == union_members(row["Type"])
         assert row["Description"] in description
-        assert default == row["Default"]
+        assert default == (DECORATOR_DEFAULT if row["Name"] == "function" else row["Default"])
 
     @pytest.mark.parametrize(("name", "row"), published_rows("Returns"))
     def test_returns_row_is_shown(self, jit_page, name, row):

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+import functools
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import attrs
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import common, validation
+from tinax._src import common, jit_options, validation
 
 R = TypeVar("R")
 
@@ -33,6 +34,20 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         mesh: The mesh entered around every call, or ``None``.
         on_exceed: The overrun policy (``"raise"``, ``"warn"``, ``"log"``), or
             ``None`` for the process default.
+        axis_name: As given to `jax.vmap` (``None`` if not given).
+        spmd_axis_name: As given to `jax.vmap` (``None`` if not given).
+        sum_match: As given to `jax.vmap`.
+        static_argnums: Normalized tuple of static argument indices, or ``None``.
+        static_argnames: Normalized tuple of static keyword argument names.
+        donate_argnums: Normalized tuple of donated argument indices, or ``None``.
+        donate_argnames: Normalized tuple of donated keyword argument names.
+        in_shardings: As given to `jax.jit` (unspecified if not given).
+        out_shardings: As given to `jax.jit` (unspecified if not given).
+        keep_unused: As given to `jax.jit`.
+        device: As given to `jax.jit`.
+        backend: As given to `jax.jit`.
+        inline: As given to `jax.jit`.
+        compiler_options: As given to `jax.jit`.
         traces_used: How many traces this object has made.
         traced_signatures: The abstract (batched) signature of each trace, oldest first.
     """
@@ -44,24 +59,73 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     max_traces: int = attrs.field(kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
     on_exceed: validation.OnExceed | None = attrs.field(default=None, kw_only=True)
+    # jax.vmap's other options, then jax.jit's (jit_options.py): passed on only if given.
+    axis_name: Hashable | None = attrs.field(default=None, kw_only=True)
+    spmd_axis_name: validation.SpmdAxisName | None = attrs.field(default=None, kw_only=True)
+    sum_match: bool = attrs.field(default=False, kw_only=True)
+    static_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
+    static_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
+    donate_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
+    donate_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
+    in_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
+    out_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
+    keep_unused: bool = attrs.field(default=False, kw_only=True)
+    device: jit_options.Device | None = attrs.field(default=None, kw_only=True)
+    backend: str | None = attrs.field(default=None, kw_only=True)
+    inline: bool = attrs.field(default=False, kw_only=True)
+    compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
+        set_ = object.__setattr__
         function = validation.check_function(_API, self.function)
         axis_size = validation.check_axis_size(_API, self.axis_size)
         max_traces = validation.check_max_traces(_API, self.max_traces)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        object.__setattr__(self, "axis_size", axis_size)
-        object.__setattr__(self, "max_traces", max_traces)
-        object.__setattr__(self, "on_exceed", on_exceed)
-        # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        batched = validation.vmapped(_API, function, self.in_axes, self.out_axes, axis_size)
+        vmap_options = validation.check_vmap_options(
+            _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
+        )
         signature = validation.LazySignature(function)
+        options = jit_options.parse(
+            _API,
+            signature,
+            static_argnames=self.static_argnames,
+            donate_argnames=self.donate_argnames,
+            static_argnums=self.static_argnums,
+            donate_argnums=self.donate_argnums,
+            in_shardings=self.in_shardings,
+            out_shardings=self.out_shardings,
+            keep_unused=self.keep_unused,
+            device=self.device,
+            backend=self.backend,
+            inline=self.inline,
+            compiler_options=self.compiler_options,
+            mesh=mesh,
+        )
+        set_(self, "axis_size", axis_size)
+        set_(self, "max_traces", max_traces)
+        set_(self, "on_exceed", on_exceed)
+        set_(self, "sum_match", bool(self.sum_match))
+        set_(self, "static_argnames", options.static_argnames)
+        set_(self, "donate_argnames", options.donate_argnames)
+        set_(self, "static_argnums", options.static_argnums)
+        set_(self, "donate_argnums", options.donate_argnums)
+        set_(self, "keep_unused", bool(self.keep_unused))
+        set_(self, "inline", bool(self.inline))
+        # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
+        batched = validation.vmapped(
+            _API, function, self.in_axes, self.out_axes, axis_size, vmap_options
+        )
+        if options.statics != jit_options.NO_STATICS:  # static arguments are not batched
+            batched = _batch_dynamic(
+                function, options.statics, self.in_axes, self.out_axes, axis_size, vmap_options
+            )
+        kwargs = options.jit_kwargs
 
         def jit(counted: Callable[..., Any]) -> Any:
-            return jax.jit(counted)  # pyright: ignore[reportUnknownMemberType]
+            return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, batched, max_traces, signature, (), mesh, jit)
+        common.build(self, function, batched, max_traces, signature, options.statics, mesh, jit)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -69,6 +133,50 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
             return self._call(*args, **kwargs)
 
 
+def _batch_dynamic(
+    function: Callable[..., Any],
+    statics: jit_options.Statics,
+    in_axes: Any,
+    out_axes: Any,
+    axis_size: int | None,
+    vmap_options: dict[str, Any],
+) -> Callable[..., Any]:
+    """``function`` batched over its dynamic arguments only: the static ones, which
+    `jax.jit` passes in as Python values, never reach `jax.vmap`.
+
+    An ``in_axes`` tuple with one entry per positional argument of the call has the
+    entries of static positions dropped; a shorter one is taken to cover the
+    dynamic positional arguments only. Runs at trace time only.
+    """
+
+    def batched(*args: Any, **kwargs: Any) -> Any:
+        count = len(args)
+        static_at = {i: a for i, a in enumerate(args) if statics.positional(i, count)}
+        dynamic = [a for i, a in enumerate(args) if i not in static_at]
+        static_kwargs = {k: v for k, v in kwargs.items() if k in statics.argnames}
+        dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in statics.argnames}
+        axes: Any = in_axes
+        if type(axes) is tuple and len(cast(tuple[Any, ...], axes)) == count:
+            axes = tuple(a for i, a in enumerate(cast(tuple[Any, ...], axes)) if i not in static_at)
+
+        def per_example(*inner: Any, **inner_kwargs: Any) -> Any:
+            rest = iter(inner)
+            full = [static_at[i] if i in static_at else next(rest) for i in range(count)]
+            return function(*full, **static_kwargs, **inner_kwargs)
+
+        vmapped: Callable[..., Any] = jax.vmap(
+            per_example,
+            in_axes=cast(Any, axes),
+            out_axes=out_axes,
+            axis_size=axis_size,
+            **vmap_options,
+        )
+        return vmapped(*dynamic, **dynamic_kwargs)
+
+    return batched
+
+
+@overload
 def batched_jit(
     function: Callable[..., R],
     *,
@@ -78,6 +186,72 @@ def batched_jit(
     max_traces: int,
     mesh: Mesh | None = None,
     on_exceed: validation.OnExceed | None = None,
+    axis_name: Hashable | None = None,
+    spmd_axis_name: validation.SpmdAxisName | None = None,
+    sum_match: bool = False,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: str | Sequence[str] = (),
+    in_shardings: Any = ...,
+    out_shardings: Any = ...,
+    keep_unused: bool = False,
+    device: jit_options.Device | None = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
+) -> BatchedJit[R]: ...
+
+
+@overload
+def batched_jit(
+    *,
+    in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
+    out_axes: Any = 0,
+    axis_size: int | None = None,
+    max_traces: int,
+    mesh: Mesh | None = None,
+    on_exceed: validation.OnExceed | None = None,
+    axis_name: Hashable | None = None,
+    spmd_axis_name: validation.SpmdAxisName | None = None,
+    sum_match: bool = False,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: str | Sequence[str] = (),
+    in_shardings: Any = ...,
+    out_shardings: Any = ...,
+    keep_unused: bool = False,
+    device: jit_options.Device | None = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
+) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
+
+
+def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
+    function: Callable[..., R] = common.DECORATE,
+    *,
+    in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
+    out_axes: Any = 0,
+    axis_size: int | None = None,
+    max_traces: int,
+    mesh: Mesh | None = None,
+    on_exceed: validation.OnExceed | None = None,
+    axis_name: Hashable | None = None,
+    spmd_axis_name: validation.SpmdAxisName | None = None,
+    sum_match: bool = False,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: Sequence[str] = (),
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: Sequence[str] = (),
+    in_shardings: Any = jit_options.UNSPECIFIED,
+    out_shardings: Any = jit_options.UNSPECIFIED,
+    keep_unused: bool = False,
+    device: jit_options.Device | None = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -107,9 +281,35 @@ def batched_jit(
             logger, then run and count the trace). Defaults to `None`: the
             innermost `exceed_policy`, else the ``TINAX_ON_EXCEED`` environment
             variable, else ``"raise"``.
+        axis_name: As `jax.vmap`: a name for the batch axis, for collectives over
+            it (``jax.lax.psum(x, "batch")``). Defaults to none.
+        spmd_axis_name: As `jax.vmap`: mesh axes the batch axis is partitioned
+            over. Must be axes of `mesh` when one is bound. Defaults to none.
+        sum_match: As `jax.vmap`. Defaults to `False`.
+        static_argnums: As `jax.jit`: positional argument indices to treat as
+            static. Static arguments are not batched (they never reach `jax.vmap`);
+            an `in_axes` tuple with an entry per positional argument has the
+            static ones' entries dropped. Defaults to none.
+        static_argnames: As `jax.jit`: argument names to treat as static; not
+            batched. Defaults to none.
+        donate_argnums: As `jax.jit`: positional argument indices whose buffers may
+            be donated. Defaults to none.
+        donate_argnames: As `jax.jit`: argument names whose buffers may be
+            donated. Defaults to none.
+        in_shardings: As `jax.jit`, for the batched arguments. Defaults to
+            unspecified.
+        out_shardings: As `jax.jit`, for the batched outputs. Defaults to
+            unspecified.
+        keep_unused: As `jax.jit`. Defaults to `False`.
+        device: As `jax.jit` (deprecated there). Not with `mesh`. Defaults to `None`.
+        backend: As `jax.jit` (deprecated there). Not with `mesh`. Defaults to `None`.
+        inline: As `jax.jit`. Defaults to `False`.
+        compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
+            `None`.
 
     Returns:
-        The batched, trace-budgeted, JIT-compiled callable.
+        The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
+            decorator that builds it (``@batched_jit(in_axes=(None, 0), max_traces=1)``).
 
     Raises:
         TypeError: If `function` is not callable, `axis_size` is not an integer
@@ -118,10 +318,14 @@ def batched_jit(
             Also: `function` is a generator function, or a `staticmethod` or
             `classmethod` object (as `jax.jit` rejects them); `mesh` is an
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
-            error, passed through); `on_exceed` is neither a str nor `None`.
+            error, passed through); `on_exceed` is neither a str nor `None`; an axis
+            name is not hashable; `sum_match` is not a bool; any `jax.jit` option
+            is malformed, as for `bounded_jit`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
-            str other than ``"raise"``, ``"warn"`` and ``"log"``.
+            str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
+            names an axis `mesh` lacks; a `jax.jit` option is invalid, as for
+            `bounded_jit`.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -130,12 +334,31 @@ def batched_jit(
         >>> norms(jnp.ones((4, 3))).tolist()
         [3.0, 3.0, 3.0, 3.0]
     """
-    return BatchedJit(
-        function,
-        in_axes=in_axes,
-        out_axes=out_axes,
-        axis_size=axis_size,
-        max_traces=max_traces,
-        mesh=mesh,
-        on_exceed=on_exceed,
-    )
+    options: dict[str, Any] = {
+        "in_axes": in_axes,
+        "out_axes": out_axes,
+        "axis_size": axis_size,
+        "max_traces": max_traces,
+        "mesh": mesh,
+        "on_exceed": on_exceed,
+        "axis_name": axis_name,
+        "spmd_axis_name": spmd_axis_name,
+        "sum_match": sum_match,
+        "static_argnums": static_argnums,
+        "static_argnames": static_argnames,
+        "donate_argnums": donate_argnums,
+        "donate_argnames": donate_argnames,
+        "in_shardings": in_shardings,
+        "out_shardings": out_shardings,
+        "keep_unused": keep_unused,
+        "device": device,
+        "backend": backend,
+        "inline": inline,
+        "compiler_options": compiler_options,
+    }
+    if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
+        return cast(Any, functools.partial(BatchedJit, **options))
+    return BatchedJit(function, **options)
+
+
+common.page_defaults(batched_jit)  # see bounded_jit

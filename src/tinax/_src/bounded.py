@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
 
 import attrs
-import jax
 from jax.sharding import Mesh
 
-from tinax._src import common, validation
+from tinax._src import common, jit_options, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,43 +33,73 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         mesh: The mesh entered around every call, or ``None``.
         on_exceed: The overrun policy (``"raise"``, ``"warn"``, ``"log"``), or
             ``None`` for the process default.
+        static_argnums: Normalized tuple of static argument indices, or ``None``.
+        donate_argnums: Normalized tuple of donated argument indices, or ``None``.
+        in_shardings: As given to `jax.jit` (unspecified if not given).
+        out_shardings: As given to `jax.jit` (unspecified if not given).
+        keep_unused: As given to `jax.jit`.
+        device: As given to `jax.jit`.
+        backend: As given to `jax.jit`.
+        inline: As given to `jax.jit`.
+        compiler_options: As given to `jax.jit`.
         traces_used: How many traces this object has made.
         traced_signatures: The abstract signature of each trace, oldest first.
     """
 
     function: Callable[P, R]
     max_traces: int = attrs.field(kw_only=True)
-    static_argnames: Sequence[str] = attrs.field(default=(), kw_only=True)
-    donate_argnames: Sequence[str] = attrs.field(default=(), kw_only=True)
+    static_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
+    donate_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
     on_exceed: validation.OnExceed | None = attrs.field(default=None, kw_only=True)
+    # jax.jit's other options, with its defaults (jit_options.py): passed on only if given.
+    static_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
+    donate_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
+    in_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
+    out_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
+    keep_unused: bool = attrs.field(default=False, kw_only=True)
+    device: jit_options.Device | None = attrs.field(default=None, kw_only=True)
+    backend: str | None = attrs.field(default=None, kw_only=True)
+    inline: bool = attrs.field(default=False, kw_only=True)
+    compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
         function = validation.check_function(_API, self.function)
         max_traces = validation.check_max_traces(_API, self.max_traces)
-        static = validation.check_argnames(_API, "static_argnames", self.static_argnames)
-        donate = validation.check_argnames(_API, "donate_argnames", self.donate_argnames)
-        validation.check_disjoint(_API, static, donate)
         signature = validation.LazySignature(function)
-        if static or donate:
-            validation.check_accepted_names(_API, "static_argnames", static, signature.get())
-            validation.check_accepted_names(_API, "donate_argnames", donate, signature.get())
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
+        options = jit_options.parse(
+            _API,
+            signature,
+            static_argnames=self.static_argnames,
+            donate_argnames=self.donate_argnames,
+            static_argnums=self.static_argnums,
+            donate_argnums=self.donate_argnums,
+            in_shardings=self.in_shardings,
+            out_shardings=self.out_shardings,
+            keep_unused=self.keep_unused,
+            device=self.device,
+            backend=self.backend,
+            inline=self.inline,
+            compiler_options=self.compiler_options,
+            mesh=mesh,
+        )
         set_(self, "max_traces", max_traces)
-        set_(self, "static_argnames", static)
-        set_(self, "donate_argnames", donate)
+        set_(self, "static_argnames", options.static_argnames)
+        set_(self, "donate_argnames", options.donate_argnames)
+        set_(self, "static_argnums", options.static_argnums)
+        set_(self, "donate_argnums", options.donate_argnums)
+        set_(self, "keep_unused", bool(self.keep_unused))
+        set_(self, "inline", bool(self.inline))
         set_(self, "on_exceed", on_exceed)
+        kwargs = options.jit_kwargs
 
         def jit(counted: Callable[..., Any]) -> Any:
-            # None, not (), when empty: both mean "none" to jax.jit (`counted` gives every
-            # function a signature, so () would be accepted too), but an explicit ()
-            # makes jax.jit resolve argnames against the signature at wrap time: about
-            # 7 us more per object (75 vs 68 us, jax 0.10.2), which the wrap row shows.
-            return jax.jit(counted, static_argnames=static or None, donate_argnames=donate or None)  # pyright: ignore[reportUnknownMemberType]
+            return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, function, max_traces, signature, static, mesh, jit)
+        common.build(self, function, function, max_traces, signature, options.statics, mesh, jit)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -77,14 +107,64 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             return self._call(*args, **kwargs)
 
 
+@overload
 def bounded_jit(
     function: Callable[P, R],
+    *,
+    max_traces: int,
+    static_argnames: str | Sequence[str] = (),
+    donate_argnames: str | Sequence[str] = (),
+    mesh: Mesh | None = None,
+    on_exceed: validation.OnExceed | None = None,
+    static_argnums: int | Sequence[int] | None = None,
+    donate_argnums: int | Sequence[int] | None = None,
+    in_shardings: Any = ...,
+    out_shardings: Any = ...,
+    keep_unused: bool = False,
+    device: jit_options.Device | None = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
+) -> BoundedJit[P, R]: ...
+
+
+@overload
+def bounded_jit(
+    *,
+    max_traces: int,
+    static_argnames: str | Sequence[str] = (),
+    donate_argnames: str | Sequence[str] = (),
+    mesh: Mesh | None = None,
+    on_exceed: validation.OnExceed | None = None,
+    static_argnums: int | Sequence[int] | None = None,
+    donate_argnums: int | Sequence[int] | None = None,
+    in_shardings: Any = ...,
+    out_shardings: Any = ...,
+    keep_unused: bool = False,
+    device: jit_options.Device | None = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
+) -> Callable[[Callable[P, R]], BoundedJit[P, R]]: ...
+
+
+def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
+    function: Callable[P, R] = common.DECORATE,
     *,
     max_traces: int,
     static_argnames: Sequence[str] = (),
     donate_argnames: Sequence[str] = (),
     mesh: Mesh | None = None,
     on_exceed: validation.OnExceed | None = None,
+    static_argnums: int | Sequence[int] | None = None,
+    donate_argnums: int | Sequence[int] | None = None,
+    in_shardings: Any = jit_options.UNSPECIFIED,
+    out_shardings: Any = jit_options.UNSPECIFIED,
+    keep_unused: bool = False,
+    device: jit_options.Device | None = None,
+    backend: str | None = None,
+    inline: bool = False,
+    compiler_options: dict[str, Any] | None = None,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -114,9 +194,32 @@ def bounded_jit(
             logger, then run and count the trace). Defaults to `None`: the
             innermost `exceed_policy`, else the ``TINAX_ON_EXCEED`` environment
             variable, else ``"raise"``.
+        static_argnums: As `jax.jit`: positional argument indices to treat as
+            static (a negative index counts from the end of the call's positional
+            arguments). Given alone, the parameters at these indices are static
+            when passed by keyword too, as JAX infers their names. Defaults to none.
+        donate_argnums: As `jax.jit`: positional argument indices whose buffers may
+            be donated. Defaults to none.
+        in_shardings: As `jax.jit`: a sharding, or a tuple with one per positional
+            argument that is not static (a prefix tree of each); a `PartitionSpec`
+            resolves against `mesh` when one is bound, else the ambient mesh.
+            Defaults to unspecified (inferred from the arguments).
+        out_shardings: As `jax.jit`: the sharding of the outputs (a prefix tree).
+            Defaults to unspecified.
+        keep_unused: As `jax.jit`: keep unused arguments in the compiled program.
+            Defaults to `False`.
+        device: As `jax.jit` (deprecated there): the device to run on. Not with
+            `mesh`. Defaults to `None`.
+        backend: As `jax.jit` (deprecated there): the platform to run on, e.g.
+            ``"cpu"``. Not with `mesh`. Defaults to `None`.
+        inline: As `jax.jit`: inline the function into enclosing traces instead of
+            a nested call. Defaults to `False`.
+        compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
+            `None`.
 
     Returns:
-        The trace-budgeted, JIT-compiled callable.
+        The trace-budgeted, JIT-compiled callable. Without `function`, a decorator
+            that builds it (``@bounded_jit(max_traces=1, static_argnames="n")``).
 
     Raises:
         TypeError: If `function` is not callable, `max_traces` is not an integer
@@ -125,14 +228,23 @@ def bounded_jit(
             Also: `function` is a generator function, or a `staticmethod` or
             `classmethod` object (as `jax.jit` rejects them); an argnames option is an
             unordered or one-shot iterable (set, generator); `mesh` is an
-            `AbstractMesh`; `on_exceed` is neither a str nor `None`.
+            `AbstractMesh`; `on_exceed` is neither a str nor `None`; an argnums
+            option is not an int or an ordered sequence of int (booleans rejected);
+            `keep_unused`/`inline` is not a bool; `device` is not a `jax.Device`;
+            `backend` is not a str; `compiler_options` is not a dict of str;
+            `jax.jit` rejects a sharding (its own error).
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
             `mesh` is empty. Also: an argname is not a keyword parameter of
             `function` (positional-only, ``*args``, or absent without
             ``**kwargs``); `donate_argnames` is given for a function without a
             signature; `mesh` has a Manual axis; `on_exceed` is a str other
-            than ``"raise"``, ``"warn"`` and ``"log"``.
+            than ``"raise"``, ``"warn"`` and ``"log"``; an argnums entry is
+            duplicated or out of range for the positional parameters of `function`;
+            a parameter is both static and donated, by number or by name; an
+            `in_shardings` tuple does not have one entry per positional argument
+            that is not static; `device` or `backend` is given with `mesh`;
+            `backend` names no platform JAX can run on here.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -142,12 +254,33 @@ def bounded_jit(
         [2.0, 2.0, 2.0]
         >>> step.traces_used
         1
+        >>> @bounded_jit(max_traces=2, static_argnames="n")
+        ... def power(x, n):
+        ...     return x**n
+        >>> power(jnp.full(2, 3.0), n=2).tolist()
+        [9.0, 9.0]
     """
-    return BoundedJit(
-        function,
-        max_traces=max_traces,
-        static_argnames=static_argnames,
-        donate_argnames=donate_argnames,
-        mesh=mesh,
-        on_exceed=on_exceed,
-    )
+    options: dict[str, Any] = {
+        "max_traces": max_traces,
+        "static_argnames": static_argnames,
+        "donate_argnames": donate_argnames,
+        "mesh": mesh,
+        "on_exceed": on_exceed,
+        "static_argnums": static_argnums,
+        "donate_argnums": donate_argnums,
+        "in_shardings": in_shardings,
+        "out_shardings": out_shardings,
+        "keep_unused": keep_unused,
+        "device": device,
+        "backend": backend,
+        "inline": inline,
+        "compiler_options": compiler_options,
+    }
+    if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
+        return cast(Any, functools.partial(BoundedJit, **options))
+    return BoundedJit(function, **options)
+
+
+# The page's default () for the argnames, told apart from a () the user passes: next to
+# static_argnums, jax.jit infers names from numbers only when no names were given.
+common.page_defaults(bounded_jit)

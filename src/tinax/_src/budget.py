@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import observe, private
+from tinax._src.jit_options import Statics
 from tinax._src.record import TracedSignature, record, unrecorded
 from tinax._src.validation import LazySignature
 
@@ -90,7 +91,7 @@ def counted(
     ledger: Ledger,
     max_traces: int,
     signature: LazySignature,
-    static_argnames: tuple[str, ...],
+    statics: Statics,
     reported: Callable[..., Any],
 ) -> Callable[P, R]:
     """Wraps ``function`` so that each run by JAX's tracing is counted in ``ledger``.
@@ -104,7 +105,7 @@ def counted(
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if not private.tracing_to_jaxpr():  # eager: disable_jit, or debug_nans re-running
             return function(*args, **kwargs)  # run eagerly: not a trace
-        call = _record_or_placeholder(signature.get(), static_argnames, args, kwargs)
+        call = _record_or_placeholder(signature.get(), statics, args, kwargs)
         site = observe.call_site()
         if not ledger.first_traced:  # is this object one of many rebuilt alike?
             observe.check_rebuilt(ledger, reported, call)
@@ -157,13 +158,13 @@ def counted(
 
 def _record_or_placeholder(
     signature: inspect.Signature | None,
-    static_argnames: tuple[str, ...],
+    statics: Statics,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
 ) -> TracedSignature:
     """The call's abstract signature; recording must never break the user's trace."""
     try:
-        return record(signature, static_argnames, args, kwargs)
+        return record(signature, statics, args, kwargs)
     except Exception as error:  # an exotic leaf: keep counting, explain less
         return unrecorded(error)
 

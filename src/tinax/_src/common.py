@@ -11,12 +11,45 @@ from typing import Any, ParamSpec, TypeVar, cast
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import abstract, budget, meshes, observe, private, record, report, validation
+from tinax._src import (
+    abstract,
+    budget,
+    jit_options,
+    meshes,
+    observe,
+    private,
+    record,
+    report,
+    validation,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 _MISSING = object()
+
+
+class _Decorate:
+    """The default of a factory's ``function``: no function yet, so the factory returns
+    a decorator (``@bounded_jit(max_traces=1)``), as ``jax.jit(**options)`` does."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DECORATE"
+
+
+DECORATE: Any = _Decorate()
+
+
+def page_defaults(factory: Callable[..., Any]) -> None:
+    """Gives ``factory``'s argnames options the page's default ``()`` as an object of
+    its own (`jit_options.NO_NAMES`), so that a ``()`` the user passes is told apart:
+    next to argnums, `jax.jit` infers names from numbers only when none were given."""
+    defaults: dict[str, Any] = cast(Any, factory).__kwdefaults__
+    for name in ("static_argnames", "donate_argnames"):
+        if name in defaults:
+            defaults[name] = jit_options.NO_NAMES
 
 
 def build(
@@ -25,7 +58,7 @@ def build(
     traced: Callable[..., Any],
     max_traces: int,
     signature: validation.LazySignature,
-    static_argnames: tuple[str, ...],
+    statics: jit_options.Statics,
     mesh: Mesh | None,
     jit: Callable[[Callable[..., Any]], Any],
 ) -> None:
@@ -36,10 +69,10 @@ def build(
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    jitted = jit(budget.counted(traced, ledger, max_traces, signature, static_argnames, function))
+    jitted = jit(budget.counted(traced, ledger, max_traces, signature, statics, function))
     setattr_(owner, "_ledger", ledger)
     setattr_(owner, "_signature", signature)
-    setattr_(owner, "_static", static_argnames)
+    setattr_(owner, "_static", statics)
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
     _present(owner, function)
@@ -112,7 +145,7 @@ class BudgetedMixin:
 
     _ledger: budget.Ledger
     _signature: validation.LazySignature
-    _static: tuple[str, ...]
+    _static: jit_options.Statics
     _jitted: Any
     _call: Callable[..., Any]
     function: Callable[..., Any]

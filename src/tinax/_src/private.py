@@ -6,7 +6,7 @@ JAX or chex upgrade a one-file review; the tests exercise each of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import jax
 from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
@@ -148,3 +148,13 @@ def staged_out() -> bool:
             return True
         trace = getattr(trace, "parent_trace", None)
     return False
+
+
+def unspecified() -> Any:
+    """`jax.jit`'s own default for ``in_shardings``/``out_shardings`` ("not given").
+
+    No public equivalent: `jax.jit`'s signature shows it as its default.
+    """
+    from jax._src import sharding_impls
+
+    return cast(Any, sharding_impls).UNSPECIFIED

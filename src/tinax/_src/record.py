@@ -21,6 +21,7 @@ from jax.core import AbstractValue, Tracer
 from jax.sharding import AbstractMesh
 
 from tinax._src import private
+from tinax._src.jit_options import Statics
 
 _LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())
@@ -253,29 +254,45 @@ def value_text(value: object, limit: int = _LONG_TEXT) -> str:
 
 
 def _named_arguments(
-    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> Iterator[tuple[str, bool, Any, bool]]:
-    """``(parameter name, passed by keyword, value, is *args)`` per argument, in call order."""
+    signature: inspect.Signature | None,
+    statics: Statics,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> Iterator[tuple[str, bool, Any, bool, bool]]:
+    """``(parameter name, passed by keyword, value, is *args, is static)`` per argument,
+    in call order. A ``*args`` tuple holding a static argument (``static_argnums``
+    past the named parameters) is given element by element, named ``args[i]``."""
+    count = len(args)
     if signature is not None:
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError:
             pass
         else:
+            position = 0
             for name, value in bound.arguments.items():
                 kind = signature.parameters[name].kind
                 if kind is inspect.Parameter.VAR_KEYWORD:
                     for key, item in value.items():
-                        yield key, True, item, False
+                        yield key, True, item, False, key in statics.argnames
                 elif kind is inspect.Parameter.VAR_POSITIONAL:
-                    yield name, False, value, True
+                    start, position = position, position + len(value)
+                    if not any(statics.positional(i, count) for i in range(start, position)):
+                        yield name, False, value, True, False
+                        continue
+                    for offset, item in enumerate(value):
+                        static = statics.positional(start + offset, count)
+                        yield f"{name}[{offset}]", False, item, False, static
+                elif name in kwargs:
+                    yield name, True, value, False, name in statics.argnames
                 else:
-                    yield name, name in kwargs, value, False
+                    yield name, False, value, False, statics.positional(position, count)
+                    position += 1
             return
     for index, value in enumerate(args):
-        yield f"args[{index}]", False, value, False
+        yield f"args[{index}]", False, value, False, statics.positional(index, count)
     for key, value in kwargs.items():
-        yield key, True, value, False
+        yield key, True, value, False, key in statics.argnames
 
 
 def is_abstract(value: object) -> bool:
@@ -295,7 +312,7 @@ def _abstract(leaf: Any) -> Any:
 
 def record(
     signature: inspect.Signature | None,
-    static_argnames: tuple[str, ...],
+    statics: Statics,
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
 ) -> TracedSignature:
@@ -307,8 +324,8 @@ def record(
     tree_util: Any = jax.tree_util
     flatten = tree_util.tree_flatten_with_path
     recorded: list[Argument] = []
-    for name, keyword, value, star in _named_arguments(signature, args, kwargs):
-        if name in static_argnames:
+    for name, keyword, value, star, static in _named_arguments(signature, statics, args, kwargs):
+        if static:
             recorded.append(Argument(name, keyword, True, None, ((),), (value,)))
             continue
         flat, treedef = flatten(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, cast
 
 import jax
@@ -267,8 +267,66 @@ def check_concrete_mesh(api: str, value: object, expected: str, manual: str) -> 
     return mesh
 
 
+SpmdAxisName = Hashable | tuple[Hashable, ...]
+"""What `jax.vmap`'s ``spmd_axis_name`` takes: a mesh axis name, or a tuple of them."""
+
+
+def _hashable(api: str, parameter: str, value: object) -> None:
+    try:
+        hash(value)
+    except Exception:
+        raise TypeError(
+            message(api, parameter, "None or a hashable axis name (a str)", value)
+        ) from None
+
+
+def check_vmap_options(
+    api: str, mesh: Mesh | None, axis_name: object, spmd_axis_name: object, sum_match: object
+) -> dict[str, Any]:
+    """Checks `jax.vmap`'s ``axis_name``, ``spmd_axis_name`` and ``sum_match``; returns
+    those given, for `jax.vmap`.
+
+    Axis names must be hashable (JAX keys its axis environment on them); an
+    ``spmd_axis_name`` must name axes of ``mesh`` when one is bound (else JAX fails
+    on the first call); ``sum_match`` is a bool.
+    """
+    options: dict[str, Any] = {}
+    if axis_name is not None:
+        _hashable(api, "axis_name", axis_name)
+        options["axis_name"] = axis_name
+    if spmd_axis_name is not None:
+        _hashable(api, "spmd_axis_name", spmd_axis_name)
+        if mesh is not None:
+            names: tuple[object, ...] = (
+                cast(tuple[object, ...], spmd_axis_name)
+                if type(spmd_axis_name) is tuple
+                else (spmd_axis_name,)
+            )
+            unknown = tuple(name for name in names if name not in mesh.axis_names)
+            if unknown:
+                raise ValueError(
+                    message(
+                        api,
+                        "spmd_axis_name",
+                        f"axis names of mesh {mesh.axis_names!r} ({unknown!r} is not one)",
+                        cast(object, spmd_axis_name),
+                    )
+                )
+        options["spmd_axis_name"] = spmd_axis_name
+    if not issubclass(type(sum_match), bool | np.bool_):
+        raise TypeError(message(api, "sum_match", "a bool", sum_match))
+    if sum_match:
+        options["sum_match"] = True
+    return options
+
+
 def vmapped(
-    api: str, function: Callable[..., Any], in_axes: Any, out_axes: Any, axis_size: int | None
+    api: str,
+    function: Callable[..., Any],
+    in_axes: Any,
+    out_axes: Any,
+    axis_size: int | None,
+    options: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
     """``jax.vmap(function, ...)``, whose own errors pass through unchanged.
 
@@ -277,7 +335,9 @@ def vmapped(
     object whose ``repr`` or attribute lookup raises) becomes a `TypeError`.
     """
     try:
-        return jax.vmap(function, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size)
+        return jax.vmap(
+            function, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size, **(options or {})
+        )
     except (TypeError, ValueError):
         raise
     except Exception as error:

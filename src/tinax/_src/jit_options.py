@@ -1,0 +1,373 @@
+"""`jax.jit`'s options, validated once at wrap time into what reaches `jax.jit`.
+
+The page gives `bounded_jit` two of them (``static_argnames``,
+``donate_argnames``); this version takes every option `jax.jit` takes, with
+its names, defaults and meaning. Each is checked here, where `jax.jit` would
+accept it silently or fail on some later call, and passed on to `jax.jit` only
+when the user gave it: passing a default explicitly can change what JAX does
+(an explicit ``static_argnames=()`` stops JAX inferring names from
+``static_argnums``) and what a wrap costs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, TypeAlias, cast
+
+import attrs
+import jax
+import numpy as np
+from jax.sharding import Mesh
+
+from tinax._src import private
+from tinax._src.validation import (
+    LazySignature,
+    check_accepted_names,
+    check_argnames,
+    check_disjoint,
+    describe,
+    message,
+)
+
+Device: TypeAlias = Any
+"""A `jax.Device` (jaxlib's class, whose type pyright cannot see)."""
+
+_DEVICE_TYPE: type[Any] = cast(Any, jax).Device
+
+UNSPECIFIED: Any = private.unspecified()
+"""`jax.jit`'s default for ``in_shardings``/``out_shardings``: not given."""
+
+
+class _PageDefault(tuple[str, ...]):
+    """The page's default ``()`` for an argnames option, told apart from a ``()``
+    the user passed (which `jax.jit` reads differently next to argnums)."""
+
+    __slots__ = ()
+
+
+NO_NAMES: tuple[str, ...] = _PageDefault()
+
+
+class Statics(NamedTuple):
+    """Which arguments are static, as `jax.jit` decides it on each call.
+
+    A positional argument is static when its index is in ``argnums`` (a negative
+    number counts from the end of the call's positional arguments, as in JAX);
+    a keyword argument when its name is in ``argnames``. Names inferred from
+    numbers, and numbers from names, are already included, as `jax.jit` infers
+    them.
+    """
+
+    argnums: tuple[int, ...]
+    argnames: tuple[str, ...]
+
+    def positional(self, index: int, count: int) -> bool:
+        """Whether the ``index``-th of ``count`` positional arguments is static."""
+        nums = self.argnums
+        return index in nums or index - count in nums
+
+
+NO_STATICS = Statics((), ())
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+@attrs.frozen
+class Parsed:
+    """The options, normalized: the fields an object shows and what `jax.jit` gets."""
+
+    static_argnames: tuple[str, ...]
+    donate_argnames: tuple[str, ...]
+    static_argnums: tuple[int, ...] | None
+    donate_argnums: tuple[int, ...] | None
+    statics: Statics
+    jit_kwargs: dict[str, Any]
+
+
+def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | None:
+    """``None``, or an int or an ordered sequence of distinct ints (booleans rejected)."""
+    if value is None:
+        return None
+    expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
+    kind = type(value)
+    entries: tuple[object, ...]
+    if issubclass(kind, int | np.integer) and not issubclass(kind, bool | np.bool_):
+        entries = (value,)
+    elif issubclass(kind, Sequence) and not issubclass(kind, str | bytes | bytearray | memoryview):
+        try:
+            entries = tuple(cast(Sequence[object], value))
+        except Exception:
+            raise TypeError(message(api, parameter, expected, value)) from None
+    else:
+        raise TypeError(message(api, parameter, expected, value))
+    numbers: list[int] = []
+    for index, entry in enumerate(entries):
+        entry_kind = type(entry)
+        if issubclass(entry_kind, bool | np.bool_) or not issubclass(entry_kind, int | np.integer):
+            raise TypeError(
+                message(api, f"{parameter}[{index}]", "an int (bool is not accepted)", entry)
+            )
+        number = operator.index(cast(Any, entry))
+        if number in numbers:
+            raise ValueError(
+                message(api, parameter, f"free of duplicates ({number} appears twice)", value)
+            )
+        numbers.append(number)
+    return tuple(numbers)
+
+
+def check_bool(api: str, parameter: str, value: object) -> bool:
+    """A Python or NumPy bool (`jax.jit` takes any truthy value silently)."""
+    if not issubclass(type(value), bool | np.bool_):
+        raise TypeError(message(api, parameter, "a bool", value))
+    return bool(cast(Any, value))
+
+
+def check_device(api: str, value: object) -> Any:
+    """``None`` or a `jax.Device` (`jax.jit` takes a string and fails on first call)."""
+    if value is not None and not issubclass(type(value), _DEVICE_TYPE):
+        raise TypeError(message(api, "device", "a jax.Device or None", value))
+    return value
+
+
+def check_backend(api: str, value: object) -> str | None:
+    """``None`` or the name of a backend JAX can run on here."""
+    if value is None:
+        return None
+    if not issubclass(type(value), str):
+        raise TypeError(message(api, "backend", "a str (a platform name such as 'cpu')", value))
+    name = str.__str__(cast(str, value))
+    try:
+        cast(Any, jax).devices(name)
+    except Exception as error:  # RuntimeError: unknown, or failed to initialize
+        raise ValueError(
+            message(api, "backend", f"a backend JAX can run on here ({error})", name)
+        ) from None
+    return name
+
+
+def check_compiler_options(api: str, value: object) -> dict[str, Any] | None:
+    """``None`` or a mapping from option names (``str``) to values."""
+    if value is None:
+        return None
+    if not issubclass(type(value), Mapping):
+        raise TypeError(message(api, "compiler_options", "a dict of str to values, or None", value))
+    try:
+        items = tuple(cast(Mapping[object, object], value).items())
+    except Exception:
+        raise TypeError(
+            message(api, "compiler_options", "a dict of str to values, or None", value)
+        ) from None
+    options: dict[str, Any] = {}
+    for key, item in items:
+        if not issubclass(type(key), str):
+            raise TypeError(message(api, "compiler_options key", "a str", key))
+        options[str.__str__(cast(str, key))] = item
+    return options
+
+
+def _positional(signature: inspect.Signature) -> tuple[list[inspect.Parameter], bool]:
+    """The positional parameters of ``signature``, and whether it takes ``*args``."""
+    parameters = signature.parameters.values()
+    star = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    return [p for p in parameters if p.kind in _POSITIONAL], star
+
+
+def _check_range(
+    api: str, parameter: str, numbers: tuple[int, ...], signature: inspect.Signature
+) -> None:
+    """As `jax.jit`: every number names a positional parameter (any, with ``*args``)."""
+    positional, star = _positional(signature)
+    if star:
+        return
+    count = len(positional)
+    for number in numbers:
+        if not -count <= number < count:
+            raise ValueError(
+                f"{api}: {parameter} must index positional parameters of function "
+                f"(0 to {count - 1}, or -{count} to -1 from the end); got {number} in "
+                f"{numbers!r}, and function{signature} takes {count} positional "
+                f"argument{'s' if count != 1 else ''}."
+            )
+
+
+def _infer(
+    signature: inspect.Signature | None,
+    numbers: tuple[int, ...] | None,
+    names: tuple[str, ...] | None,
+) -> Statics:
+    """`jax.jit`'s ``infer_argnums_and_argnames``: the missing half from the other."""
+    if numbers is None and names is None:
+        return NO_STATICS
+    if signature is None or (numbers is not None and names is not None):
+        return Statics(numbers or (), names or ())
+    parameters = tuple(signature.parameters.items())
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    if numbers is None:
+        assert names is not None
+        found = tuple(i for i, (k, p) in enumerate(parameters) if p.kind == kind and k in names)
+        return Statics(found, names)
+    inferred = tuple(k for i, (k, p) in enumerate(parameters) if p.kind == kind and i in numbers)
+    return Statics(numbers, inferred)
+
+
+def _parameters(signature: inspect.Signature | None, statics: Statics) -> set[object]:
+    """The parameters a spec makes static or donated: names, else positions in ``*args``."""
+    chosen: set[object] = set(statics.argnames)
+    if signature is None:
+        chosen.update(statics.argnums)
+        return chosen
+    positional, star = _positional(signature)
+    count = len(positional)
+    for number in statics.argnums:
+        index = number + count if number < 0 and not star else number
+        if 0 <= index < count:
+            chosen.add(positional[index].name)
+        else:
+            chosen.add(number)
+    return chosen
+
+
+def _check_in_shardings(
+    api: str, value: object, signature: inspect.Signature, statics: Statics
+) -> None:
+    """A tuple (or list) of shardings has one entry per positional argument that is
+    not static, as `jax.jit` will require on every call."""
+    if type(value) not in (tuple, list):  # a PartitionSpec is a tuple subclass: one sharding
+        return
+    positional, star = _positional(signature)
+    if star:
+        return
+    count = len(positional)
+    dynamic = [p for i, p in enumerate(positional) if not statics.positional(i, count)]
+    required = sum(1 for p in dynamic if p.default is inspect.Parameter.empty)
+    given = len(cast(Sequence[object], value))
+    if not required <= given <= len(dynamic):
+        names = ", ".join(p.name for p in dynamic) or "none"
+        wanted = str(len(dynamic)) if required == len(dynamic) else f"{required} to {len(dynamic)}"
+        raise ValueError(
+            f"{api}: in_shardings must have one entry per positional argument that is not "
+            f"static ({wanted}: {names}); got {given} in {describe(value)}."
+        )
+
+
+def parse(
+    api: str,
+    signature: LazySignature,
+    *,
+    static_argnames: object,
+    donate_argnames: object,
+    static_argnums: object = None,
+    donate_argnums: object = None,
+    in_shardings: object = UNSPECIFIED,
+    out_shardings: object = UNSPECIFIED,
+    keep_unused: object = False,
+    device: object = None,
+    backend: object = None,
+    inline: object = False,
+    compiler_options: object = None,
+    mesh: Mesh | None = None,
+) -> Parsed:
+    """Validates every `jax.jit` option and returns what the object keeps and passes on.
+
+    ``signature`` is computed only when an option needs it (argnames or argnums
+    to check, an ``in_shardings`` tuple to count).
+    """
+    static = check_argnames(api, "static_argnames", static_argnames)
+    donate = check_argnames(api, "donate_argnames", donate_argnames)
+    check_disjoint(api, static, donate)
+    static_nums = check_argnums(api, "static_argnums", static_argnums)
+    donate_nums = check_argnums(api, "donate_argnums", donate_argnums)
+    keep = check_bool(api, "keep_unused", keep_unused)
+    inlined = check_bool(api, "inline", inline)
+    device = check_device(api, device)
+    backend_name = check_backend(api, backend)
+    options = check_compiler_options(api, compiler_options)
+    if mesh is not None and (device is not None or backend_name is not None):
+        which = "device" if device is not None else "backend"
+        raise ValueError(
+            message(
+                api,
+                which,
+                "None when mesh is given (jax.jit refuses a device or backend under a mesh; "
+                "place the inputs on the mesh instead)",
+                device if device is not None else backend_name,
+            )
+        )
+    # What jax.jit gets for the names: None where the user left the page's default
+    # (so JAX infers names from argnums), or gave () with no argnums (the same meaning,
+    # and an explicit () makes jax.jit resolve names at wrap time: ~7 us per object).
+    static_given = static_argnames is not NO_NAMES and (static or static_nums is not None)
+    donate_given = donate_argnames is not NO_NAMES and (donate or donate_nums is not None)
+    static_for_jax = static if static_given else None
+    donate_for_jax = donate if donate_given else None
+    known: inspect.Signature | None = None
+    needs_signature = static or donate or static_nums or donate_nums
+    if needs_signature or type(in_shardings) in (tuple, list):
+        known = signature.get()
+    if static or donate:
+        check_accepted_names(api, "static_argnames", static, known)
+        check_accepted_names(api, "donate_argnames", donate, known)
+    if known is not None:
+        if static_nums:
+            _check_range(api, "static_argnums", static_nums, known)
+        if donate_nums:
+            _check_range(api, "donate_argnums", donate_nums, known)
+    statics = _infer(known, static_nums, static_for_jax)
+    donated = _infer(known, donate_nums, donate_for_jax)
+    both = _parameters(known, statics) & _parameters(known, donated)
+    if both:
+        shown = tuple(sorted(str(name) for name in both))
+        raise ValueError(
+            f"{api}: static and donated arguments must not overlap; got {shown!r} in both "
+            f"(static_argnums={static_nums!r}, static_argnames={static!r}, "
+            f"donate_argnums={donate_nums!r}, donate_argnames={donate!r})."
+        )
+    if known is not None and in_shardings is not UNSPECIFIED:
+        _check_in_shardings(api, in_shardings, known, statics)
+    kwargs: dict[str, Any] = {}
+    if static_nums is not None:
+        kwargs["static_argnums"] = static_nums
+    if static_for_jax is not None:
+        kwargs["static_argnames"] = static_for_jax
+    if donate_nums is not None:
+        kwargs["donate_argnums"] = donate_nums
+    if donate_for_jax is not None:
+        kwargs["donate_argnames"] = donate_for_jax
+    if in_shardings is not UNSPECIFIED:
+        kwargs["in_shardings"] = in_shardings
+    if out_shardings is not UNSPECIFIED:
+        kwargs["out_shardings"] = out_shardings
+    if keep:
+        kwargs["keep_unused"] = True
+    if device is not None:
+        kwargs["device"] = device
+    if backend_name is not None:
+        kwargs["backend"] = backend_name
+    if inlined:
+        kwargs["inline"] = True
+    if options is not None:
+        kwargs["compiler_options"] = options
+    return Parsed(static, donate, static_nums, donate_nums, statics, kwargs)
+
+
+def jit(api: str, function: Any, kwargs: dict[str, Any]) -> Any:
+    """``jax.jit(function, **kwargs)``; its own `TypeError`/`ValueError` pass through,
+    anything else it lets escape (an odd sharding object) becomes a `TypeError`."""
+    if not kwargs:
+        return jax.jit(function)  # pyright: ignore[reportUnknownMemberType]
+    try:
+        return jax.jit(function, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+    except (TypeError, ValueError):
+        raise
+    except Exception as error:
+        try:
+            reason = f"{type(error).__name__}: {error}"
+        except Exception:
+            reason = type(error).__name__
+        shown = ", ".join(f"{key}={describe(value)}" for key, value in kwargs.items())
+        raise TypeError(
+            f"{api}: jax.jit must accept the options; got {shown}, and it raised {reason}."
+        ) from None
