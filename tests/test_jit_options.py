@@ -1,0 +1,567 @@
+"""Every `jax.jit` option, and `jax.vmap`'s, behaves under tinax as under JAX.
+
+Each option is checked side by side: the same function under ``jax.jit(**options)``
+(or ``jax.jit(jax.vmap(f), ...)``) and under ``bounded_jit``/``batched_jit`` gives the
+same outputs, output shardings, donation and lowered program. Then what tinax adds:
+validation at wrap time, the budget and the diagnosis with argnums, static arguments
+that are not batched, and the decorator form.
+"""
+
+import functools
+import re
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
+
+
+def scaled(x, n, y):
+    return x * n + y
+
+
+def _lowered_text(lowered):
+    """The lowered module, with the module name (``jit_<name>``) made neutral."""
+    return re.sub(r"@jit_\w+|jit_\w+", "jit_f", lowered.as_text())
+
+
+def _same(ours, theirs):
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert a.sharding.is_equivalent_to(b.sharding, a.ndim)
+
+
+# --- side by side: each option as under jax.jit ---------------------------------------------
+
+OPTIONS = {
+    "static_argnums": ({"static_argnums": 1}, (jnp.arange(4.0), 3, jnp.ones(4)), {}),
+    "static_argnums-negative": ({"static_argnums": -2}, (jnp.arange(4.0), 3, jnp.ones(4)), {}),
+    "static_argnums-keyword": ({"static_argnums": (1,)}, (jnp.arange(4.0),), {"n": 2, "y": 1.0}),
+    "static_argnums+names": (
+        {"static_argnums": 1, "static_argnames": ("n",)},
+        (jnp.arange(4.0), 3, jnp.ones(4)),
+        {},
+    ),
+    "donate_argnums": ({"donate_argnums": 0}, (jnp.arange(4.0), 2.0, jnp.ones(4)), {}),
+    "donate_argnums+static": (
+        {"donate_argnums": (2,), "static_argnums": (1,)},
+        (jnp.arange(4.0), 3, jnp.ones(4)),
+        {},
+    ),
+    "keep_unused": ({"keep_unused": True}, (jnp.arange(4.0), 2.0, jnp.ones(4)), {}),
+    "inline": ({"inline": True}, (jnp.arange(4.0), 2.0, jnp.ones(4)), {}),
+    "compiler_options": (
+        {"compiler_options": {"xla_embed_ir_in_executable": True}},
+        (jnp.arange(4.0), 2.0, jnp.ones(4)),
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", OPTIONS)
+def test_each_option_gives_what_jax_jit_gives(case):
+    options, args, kwargs = OPTIONS[case]
+
+    def fresh(tree):  # donated inputs are deleted by the call: each call gets its own
+        return jax.tree.map(lambda a: a.copy() if isinstance(a, jax.Array) else a, tree)
+
+    theirs = jax.jit(scaled, **options)
+    ours = bounded_jit(scaled, max_traces=1000, **options)
+    assert _lowered_text(ours.lower(*args, **kwargs)) == _lowered_text(
+        theirs.lower(*args, **kwargs)
+    )
+    expected = theirs(*fresh(args), **fresh(kwargs))
+    _same(ours(*fresh(args), **fresh(kwargs)), expected)
+    assert ours.traces_used == 1  # lower traced; the call reused the trace
+
+
+@pytest.mark.parametrize("make", [bounded_jit, BoundedJit])
+def test_keep_unused_keeps_the_unused_argument_in_the_program(make):
+    def first(x, unused):
+        return x
+
+    kept = make(first, max_traces=2, keep_unused=True).lower(1.0, 2.0).compile()
+    pruned = make(first, max_traces=2).lower(1.0, 2.0).compile()
+    assert len(kept.input_shardings[0]) == 2
+    assert len(pruned.input_shardings[0]) == 2  # JAX keeps the signature, prunes the program
+    assert "%arg1" in kept.as_text() or "parameter(1)" in kept.as_text()
+    assert "parameter(1)" not in pruned.as_text()
+
+
+class TestDonation:
+    @pytest.mark.parametrize(
+        "options", [{"donate_argnums": 0}, {"donate_argnames": "x"}, {"donate_argnums": (0,)}]
+    )
+    def test_the_donated_input_is_deleted_as_jax_deletes_it(self, options):
+        def add(x, y):
+            return x + y
+
+        theirs_input, ours_input = jnp.ones(8), jnp.ones(8)
+        jax.jit(add, **options)(theirs_input, 1.0)
+        bounded_jit(add, max_traces=1, **options)(ours_input, 1.0)
+        assert theirs_input.is_deleted()
+        assert ours_input.is_deleted()
+
+    def test_batched_donation_deletes_the_batch(self):
+        batch = jnp.ones((4, 3))
+        out = batched_jit(lambda v: v * 2, max_traces=1, donate_argnums=0)(batch)
+        assert batch.is_deleted()
+        np.testing.assert_array_equal(out, np.full((4, 3), 2.0))
+
+    def test_lowered_reports_the_donated_arguments(self):
+        lowered = bounded_jit(scaled, max_traces=1, donate_argnums=(0,)).lower(
+            jnp.ones(2), 1.0, jnp.ones(2)
+        )
+        assert lowered.donate_argnums == (0,)
+
+
+class TestShardings:
+    def test_in_and_out_shardings_as_jax_jit(self, mesh8):
+        data = NamedSharding(mesh8, P("x"))
+        replicated = NamedSharding(mesh8, P())
+
+        def step(w, batch):
+            return w + batch.sum(), batch * w
+
+        options = {"in_shardings": (replicated, data), "out_shardings": (replicated, data)}
+        w, batch = jnp.float32(2.0), jax.device_put(jnp.arange(16.0), data)
+        theirs = jax.jit(step, **options)
+        ours = bounded_jit(step, max_traces=1, **options)
+        _same(ours(w, batch), theirs(w, batch))
+        assert _lowered_text(ours.lower(w, batch)) == _lowered_text(theirs.lower(w, batch))
+
+    def test_a_partition_spec_resolves_against_the_bound_mesh(self, explicit_mesh8):
+        mesh = explicit_mesh8
+
+        def double(x):
+            return x * 2
+
+        ours = bounded_jit(
+            double, max_traces=1, mesh=mesh, in_shardings=P("x"), out_shardings=P("x")
+        )
+        with jax.set_mesh(mesh):
+            x = jax.device_put(jnp.arange(16.0), P("x"))
+            theirs = jax.jit(double, in_shardings=P("x"), out_shardings=P("x"))(x)
+        out = ours(x)  # no ambient mesh: the object's own
+        _same(out, theirs)
+        assert out.sharding.spec == P("x")
+
+    def test_out_shardings_lay_out_a_batched_result(self, mesh8):
+        data = NamedSharding(mesh8, P("x"))
+        ours = batched_jit(lambda v: v.sum(), max_traces=1, out_shardings=data)
+        theirs = jax.jit(jax.vmap(lambda v: v.sum()), out_shardings=data)
+        batch = jnp.ones((8, 3))
+        _same(ours(batch), theirs(batch))
+        assert ours(batch).sharding == data
+
+    def test_an_input_sharding_change_is_named_in_the_diagnosis(self, explicit_mesh8):
+        mesh = explicit_mesh8
+
+        def total(x):
+            return x.sum()
+
+        step = bounded_jit(total, max_traces=1, mesh=mesh, keep_unused=True)
+        with jax.set_mesh(mesh):
+            sharded = jax.device_put(jnp.ones((8, 2)), P("x", None))
+            replicated = jax.device_put(jnp.ones((8, 2)), P())
+        step(sharded)
+        with pytest.raises(TraceBudgetError) as caught:
+            step(replicated)
+        assert "  x: f32[8@x,2] -> f32[8,2] (sharding)" in str(caught.value).splitlines()
+
+
+# --- the budget and the diagnosis with argnums ----------------------------------------------
+
+
+class TestArgnumsDiagnosis:
+    def test_a_static_argnum_is_named_by_its_parameter(self, make_bounded):
+        step = make_bounded(scaled, max_traces=1, static_argnums=(1,))
+        step(jnp.ones(2), 3, jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as caught:
+            step(jnp.ones(2), 4, jnp.ones(2))
+        assert "  n: 3 -> 4 (static argument value)" in str(caught.value).splitlines()
+        assert step.traces_used == 1
+
+    def test_a_negative_static_argnum_is_named_by_its_parameter(self):
+        step = bounded_jit(scaled, max_traces=1, static_argnums=-2)
+        step(jnp.ones(2), 3, jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as caught:
+            step(jnp.ones(2), 4, jnp.ones(2))
+        assert "  n: 3 -> 4 (static argument value)" in str(caught.value).splitlines()
+
+    def test_a_static_argnum_passed_by_keyword_is_static_as_jax_infers(self):
+        step = bounded_jit(scaled, max_traces=2, static_argnums=1)
+        step(jnp.ones(2), n=3, y=jnp.ones(2))
+        history = step.traced_signatures[0]
+        assert [leaf.kind for leaf in history.leaves if leaf.argument == "n"] == ["static"]
+
+    def test_argnums_and_argnames_given_together_are_taken_as_given(self):
+        # As jax.jit: with both given, nothing is inferred, so `n` by keyword is traced.
+        seen = []
+
+        def probe(x, n):
+            seen.append(isinstance(n, jax.core.Tracer))
+            return x
+
+        ours = bounded_jit(probe, max_traces=3, static_argnums=1, static_argnames=())
+        ours(1.0, 2)
+        ours(1.0, n=2)
+        assert seen == [False, True]
+        kinds = [leaf.kind for s in ours.traced_signatures for leaf in s.leaves if leaf.path == "n"]
+        assert kinds == ["static", "array"]
+
+    def test_the_page_default_argnames_let_jax_infer_names_from_numbers(self):
+        seen = []
+
+        def probe(x, n):
+            seen.append(isinstance(n, jax.core.Tracer))
+            return x
+
+        bounded_jit(probe, max_traces=2, static_argnums=1)(1.0, n=2)
+        assert seen == [False]
+
+    def test_a_static_argnum_inside_star_args_is_recorded_alone(self):
+        def total(*parts):
+            return sum(parts[:-1]) * parts[-1]
+
+        step = bounded_jit(total, max_traces=1, static_argnums=(2,))
+        step(jnp.ones(2), jnp.ones(2), 3)
+        with pytest.raises(TraceBudgetError) as caught:
+            step(jnp.ones(2), jnp.ones(2), 4)
+        assert "  parts[2]: 3 -> 4 (static argument value)" in str(caught.value).splitlines()
+
+    def test_a_donated_argnum_keeps_the_budget_exact(self):
+        step = bounded_jit(scaled, max_traces=1, donate_argnums=0)
+        step(jnp.ones(2), 1.0, jnp.ones(2))
+        step(jnp.ones(2), 2.0, jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as caught:
+            step(jnp.ones(3), 1.0, jnp.ones(3))
+        lines = str(caught.value).splitlines()
+        assert "  x: f32[2] -> f32[3] (shape)" in lines
+        assert step.traces_used == 1
+
+    def test_explain_and_precompile_follow_static_argnums(self):
+        step = bounded_jit(scaled, max_traces=2, static_argnums=1)
+        step(jnp.ones(2), 3, jnp.ones(2))
+        assert not step.explain(jnp.ones(2), 3, jnp.ones(2)).retraces
+        assert step.explain(jnp.ones(2), 5, jnp.ones(2)).retraces
+        args, kwargs = step.traced_signatures[0].abstract_arguments()
+        assert args[1] == 3 and not kwargs
+        step.precompile(jnp.ones(2), 5, jnp.ones(2))
+        assert step.traces_used == 2
+        step(jnp.ones(2), 5, jnp.ones(2))
+        assert step.traces_used == 2
+
+    def test_eval_shape_and_trace_count_with_options(self):
+        step = bounded_jit(scaled, max_traces=1, static_argnums=1, keep_unused=True)
+        assert step.eval_shape(jnp.ones(2), 3, jnp.ones(2)).shape == (2,)
+        step.trace(jnp.ones(2), 3, jnp.ones(2))
+        assert step.traces_used == 1
+
+
+# --- batched_jit: static arguments and vmap's options ---------------------------------------
+
+
+def _per_example(x, cfg):
+    return x * cfg[0] + cfg[1]
+
+
+class TestBatched:
+    def test_a_keyword_static_argument_is_not_batched(self, make_batched):
+        step = make_batched(_per_example, max_traces=1, static_argnames="cfg")
+        xs = jnp.arange(6.0).reshape(3, 2)
+        expected = jax.jit(jax.vmap(functools.partial(_per_example, cfg=(2.0, 1.0))))(xs)
+        np.testing.assert_array_equal(step(xs, cfg=(2.0, 1.0)), expected)
+        with pytest.raises(TraceBudgetError) as caught:
+            step(xs, cfg=(3.0, 1.0))
+        assert "  cfg[0]: 2.0 -> 3.0 (static argument value)" in str(caught.value).splitlines()
+
+    def test_a_positional_static_argument_drops_its_in_axes_entry(self):
+        step = batched_jit(_per_example, in_axes=(0, None), max_traces=1, static_argnums=1)
+        xs = jnp.arange(6.0).reshape(3, 2)
+        np.testing.assert_array_equal(step(xs, (2.0, 1.0)), xs * 2.0 + 1.0)
+
+    def test_axis_name_makes_collectives_over_the_batch_work(self):
+        def centred(x):
+            return x - jax.lax.pmean(x, "batch")
+
+        xs = jnp.arange(8.0)
+        ours = batched_jit(centred, max_traces=1, axis_name="batch")
+        theirs = jax.jit(jax.vmap(centred, axis_name="batch"))
+        np.testing.assert_array_equal(ours(xs), theirs(xs))
+        assert float(jnp.abs(ours(xs).sum())) < 1e-5
+
+    def test_psum_over_the_named_axis(self):
+        ours = batched_jit(lambda x: jax.lax.psum(x, "b"), max_traces=1, axis_name="b")
+        np.testing.assert_array_equal(ours(jnp.ones(4)), np.full(4, 4.0))
+
+    def test_spmd_axis_name_partitions_the_batch_over_the_mesh(self, explicit_mesh8):
+        mesh = explicit_mesh8
+
+        def normed(v):
+            return v / jnp.linalg.norm(v)
+
+        ours = batched_jit(normed, max_traces=1, mesh=mesh, spmd_axis_name="x")
+        with jax.set_mesh(mesh):
+            batch = jax.device_put(jnp.arange(1.0, 33.0).reshape(8, 4), P("x"))
+            theirs = jax.jit(jax.vmap(normed, spmd_axis_name="x"))(batch)
+            ours_text = _lowered_text(ours.lower(batch))
+            theirs_text = _lowered_text(jax.jit(jax.vmap(normed, spmd_axis_name="x")).lower(batch))
+        _same(ours(batch), theirs)
+        assert ours_text == theirs_text
+
+    def test_sum_match_reaches_vmap(self):
+        assert batched_jit(lambda x: x, max_traces=1, sum_match=True).sum_match is True
+
+    def test_options_are_not_passed_when_not_given(self, monkeypatch):
+        seen = {}
+        real = jax.vmap
+
+        def spy(function, **kwargs):
+            seen.update(kwargs)
+            return real(function, **kwargs)
+
+        monkeypatch.setattr(jax, "vmap", spy)
+        batched_jit(lambda x: x, max_traces=1)
+        assert set(seen) == {"in_axes", "out_axes", "axis_size"}
+
+
+# --- what reaches jax.jit ------------------------------------------------------------------
+
+
+class TestPassedOnlyWhenGiven:
+    def _seen(self, monkeypatch, **options):
+        seen = {}
+        real = jax.jit
+
+        def spy(function, **kwargs):
+            seen.update(kwargs)
+            return real(function, **kwargs)
+
+        monkeypatch.setattr(jax, "jit", spy)
+        bounded_jit(scaled, max_traces=1, **options)
+        return seen
+
+    def test_nothing_is_passed_by_default(self, monkeypatch):
+        assert self._seen(monkeypatch) == {}
+
+    def test_defaults_given_explicitly_reach_jax_only_where_they_mean_something(self, monkeypatch):
+        seen = self._seen(monkeypatch, keep_unused=False, inline=False, device=None)
+        assert seen == {}
+
+    def test_given_options_reach_jax_as_given(self, monkeypatch):
+        seen = self._seen(monkeypatch, static_argnums=[1], donate_argnums=0, keep_unused=True)
+        assert seen == {"static_argnums": (1,), "donate_argnums": (0,), "keep_unused": True}
+
+    def test_an_explicit_empty_argnames_next_to_argnums_reaches_jax(self, monkeypatch):
+        seen = self._seen(monkeypatch, static_argnums=1, static_argnames=())
+        assert seen == {"static_argnums": (1,), "static_argnames": ()}
+
+    def test_the_object_shows_its_options_normalized(self):
+        step = BoundedJit(scaled, max_traces=1, static_argnums=[1], donate_argnums=np.int64(0))
+        assert (step.static_argnums, step.donate_argnums) == ((1,), (0,))
+        assert step.static_argnames == ()
+
+
+# --- validation at wrap time ---------------------------------------------------------------
+
+
+def f3(a, b, c):
+    return a
+
+
+def positional_only(a, /, b, *, c):
+    return a
+
+
+def star(a, *rest):
+    return a
+
+
+INVALID = [
+    ({"static_argnums": True}, TypeError, r"static_argnums must be None, an int"),
+    ({"static_argnums": (0, False)}, TypeError, r"static_argnums\[1\] must be an int"),
+    ({"static_argnums": "0"}, TypeError, r"static_argnums must be None, an int"),
+    ({"static_argnums": {0}}, TypeError, r"static_argnums must be None"),
+    ({"static_argnums": 1.0}, TypeError, r"static_argnums must be None"),
+    ({"static_argnums": (0, 0)}, ValueError, r"free of duplicates \(0 appears twice\)"),
+    ({"donate_argnums": (1, 1)}, ValueError, r"donate_argnums must be free of duplicates"),
+    ({"static_argnums": 3}, ValueError, r"static_argnums must index positional parameters"),
+    ({"static_argnums": -4}, ValueError, r"got -4 in \(-4,\)"),
+    ({"donate_argnums": 5}, ValueError, r"donate_argnums must index positional"),
+    ({"static_argnums": 0, "donate_argnums": 0}, ValueError, r"\('a',\) in both"),
+    ({"static_argnums": 1, "donate_argnames": "b"}, ValueError, r"\('b',\) in both"),
+    ({"static_argnames": "c", "donate_argnums": -1}, ValueError, r"\('c',\) in both"),
+    ({"keep_unused": 1}, TypeError, r"keep_unused must be a bool; got 1 \(int\)"),
+    ({"inline": "yes"}, TypeError, r"inline must be a bool"),
+    ({"device": "cpu"}, TypeError, r"device must be a jax.Device or None; got 'cpu'"),
+    ({"backend": 3}, TypeError, r"backend must be a str"),
+    ({"backend": "no-such-platform"}, ValueError, r"backend must be a backend JAX can run on"),
+    ({"compiler_options": 3}, TypeError, r"compiler_options must be a dict"),
+    ({"compiler_options": {1: True}}, TypeError, r"compiler_options key must be a str"),
+    ({"in_shardings": (None, None)}, ValueError, r"in_shardings must have one entry per"),
+    ({"in_shardings": 3}, TypeError, r"in_shardings leaf specifications"),  # jax.jit's own
+    ({"out_shardings": object()}, TypeError, r"out_shardings"),
+]
+
+
+@pytest.mark.parametrize(("options", "error", "pattern"), INVALID, ids=lambda v: str(v)[:40])
+def test_invalid_options_are_refused_at_wrap_time(make_bounded, options, error, pattern):
+    with pytest.raises(error, match=pattern):
+        make_bounded(f3, max_traces=1, **options)
+
+
+@pytest.mark.parametrize(("options", "error", "pattern"), INVALID, ids=lambda v: str(v)[:40])
+def test_batched_refuses_the_same_options(options, error, pattern):
+    with pytest.raises(error, match=pattern):
+        batched_jit(f3, max_traces=1, **options)
+
+
+@pytest.mark.parametrize(
+    ("function", "options"),
+    [
+        (f3, {"static_argnums": (0, 1, -3)}),  # as jax.jit: -3 is a, counted from the end
+        (positional_only, {"static_argnums": (0, 1)}),
+        (star, {"static_argnums": (0, 999)}),  # *args takes any position
+        (star, {"donate_argnums": (0, -999)}),
+        (f3, {"in_shardings": (None, None, None)}),
+        (f3, {"static_argnums": 1, "in_shardings": (None, None)}),
+        (f3, {"static_argnames": "c", "in_shardings": [None, None]}),
+        (f3, {"in_shardings": P()}),  # one spec for every argument, though a tuple subclass
+        (f3, {"static_argnums": 1, "static_argnames": "b"}),  # both spellings of b
+    ],
+)
+def test_valid_options_are_accepted(make_bounded, function, options):
+    make_bounded(function, max_traces=1, **options)
+
+
+def test_argnums_out_of_range_for_a_positional_only_signature():
+    with pytest.raises(ValueError, match="takes 2 positional arguments"):
+        bounded_jit(positional_only, max_traces=1, static_argnums=2)
+
+
+def test_in_shardings_counts_parameters_with_defaults_as_optional():
+    def defaults(x, y=1.0):
+        return x
+
+    bounded_jit(defaults, max_traces=1, in_shardings=(None,))
+    bounded_jit(defaults, max_traces=1, in_shardings=(None, None))
+    with pytest.raises(ValueError, match=r"\(1 to 2: x, y\)"):
+        bounded_jit(defaults, max_traces=1, in_shardings=(None, None, None))
+
+
+@pytest.mark.parametrize("option", ["device", "backend"])
+def test_device_or_backend_with_a_mesh_is_refused(mesh8, option):
+    value = jax.devices()[0] if option == "device" else "cpu"
+    with pytest.raises(ValueError, match=rf"{option} must be None when mesh is given"):
+        bounded_jit(f3, max_traces=1, mesh=mesh8, **{option: value})
+
+
+@pytest.mark.parametrize("option", ["device", "backend"])
+def test_device_and_backend_run_where_jax_runs_them(option):
+    value = jax.devices()[1] if option == "device" else "cpu"
+    with pytest.warns(DeprecationWarning, match="backend and device argument on jit"):
+        ours = bounded_jit(lambda x: x + 1, max_traces=1, **{option: value})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        theirs = jax.jit(lambda x: x + 1, **{option: value})
+    assert ours(1.0).devices() == theirs(1.0).devices()
+
+
+def test_device_with_in_shardings_is_jax_jits_own_value_error():
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="in_shardings"):
+        bounded_jit(f3, max_traces=1, device=jax.devices()[0], in_shardings=P())
+
+
+class TestVmapOptions:
+    def test_an_unhashable_axis_name_is_refused(self):
+        with pytest.raises(TypeError, match=r"axis_name must be None or a hashable"):
+            batched_jit(f3, max_traces=1, axis_name=["batch"])
+
+    def test_spmd_axis_name_must_name_an_axis_of_the_bound_mesh(self, mesh8):
+        with pytest.raises(ValueError, match=r"spmd_axis_name must be axis names of mesh"):
+            batched_jit(f3, max_traces=1, mesh=mesh8, spmd_axis_name="y")
+        batched_jit(f3, max_traces=1, mesh=mesh8, spmd_axis_name=("x",))
+
+    def test_sum_match_must_be_a_bool(self):
+        with pytest.raises(TypeError, match=r"sum_match must be a bool; got 'no'"):
+            BatchedJit(f3, max_traces=1, sum_match="no")
+
+
+# --- the decorator form --------------------------------------------------------------------
+
+
+class TestDecoratorForm:
+    def test_bounded_decorator_builds_what_the_direct_call_builds(self):
+        @bounded_jit(max_traces=1, static_argnames="n")
+        def power(x, n):
+            return x**n
+
+        direct = bounded_jit(power.__wrapped__, max_traces=1, static_argnames="n")
+        assert type(power) is type(direct) is BoundedJit
+        assert (power.max_traces, power.static_argnames) == (1, ("n",))
+        np.testing.assert_array_equal(power(jnp.full(2, 3.0), n=2), direct(jnp.full(2, 3.0), n=2))
+        with pytest.raises(TraceBudgetError):
+            power(jnp.full(2, 3.0), n=3)
+
+    def test_batched_decorator_builds_what_the_direct_call_builds(self):
+        @batched_jit(in_axes=(None, 0), max_traces=1)
+        def shift(offset, x):
+            return x + offset
+
+        assert type(shift) is BatchedJit and shift.in_axes == (None, 0)
+        np.testing.assert_array_equal(shift(1.0, jnp.zeros(3)), np.ones(3))
+
+    def test_partial_of_the_factory_decorates_too(self):
+        @functools.partial(bounded_jit, max_traces=1, static_argnums=(1,))
+        def repeat(x, times):
+            return jnp.tile(x, times)
+
+        assert repeat(jnp.ones(2), 3).shape == (6,)
+
+    def test_a_missing_max_traces_fails_at_decoration_time(self):
+        with pytest.raises(TypeError, match="max_traces"):
+            bounded_jit(static_argnames="n")
+        with pytest.raises(TypeError, match="max_traces"):
+            batched_jit(in_axes=0)
+
+    def test_invalid_options_fail_when_the_decorator_is_applied(self):
+        decorator = bounded_jit(max_traces=-1)
+        with pytest.raises(ValueError, match="max_traces must be non-negative"):
+            decorator(f3)
+
+    def test_none_is_not_a_function(self):
+        with pytest.raises(TypeError, match="function must be callable"):
+            bounded_jit(None, max_traces=1)
+
+    def test_methods_decorated_at_class_level_bind(self):
+        class Model:
+            def __init__(self, scale):
+                self.scale = scale
+
+            @bounded_jit(max_traces=2, static_argnums=0)
+            def apply(self, x):
+                return x * self.scale
+
+            @batched_jit(in_axes=(None, 0), max_traces=1, static_argnums=0)
+            def each(self, x):
+                return x + 1
+
+            def __hash__(self):
+                return hash(self.scale)
+
+            def __eq__(self, other):
+                return isinstance(other, Model) and other.scale == self.scale
+
+        model = Model(2.0)
+        np.testing.assert_array_equal(model.apply(jnp.ones(2)), np.full(2, 2.0))
+        np.testing.assert_array_equal(model.each(jnp.zeros(3)), np.ones(3))
+        Model(3.0).apply(jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as caught:
+            Model(4.0).apply(jnp.ones(2))
+        assert any("self" in line and "(static" in line for line in str(caught.value).splitlines())
