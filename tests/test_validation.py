@@ -697,6 +697,17 @@ def _fuzzed(function: Any, argument: str, value: object) -> dict[str, Any]:
     return kwargs
 
 
+JIT_OPTIONS = (
+    "static_argnums",
+    "donate_argnums",
+    "in_shardings",
+    "out_shardings",
+    "keep_unused",
+    "device",
+    "backend",
+    "inline",
+    "compiler_options",
+)
 BOUNDED_FUZZED = {
     "function": step,
     "max_traces": step,
@@ -704,8 +715,21 @@ BOUNDED_FUZZED = {
     "donate_argnames": everything,
     "mesh": step,
     "on_exceed": step,
+    **dict.fromkeys(JIT_OPTIONS, everything),
 }
-BATCHED_FUZZED = ("function", "max_traces", "axis_size", "mesh", "on_exceed")
+BATCHED_FUZZED = (
+    "function",
+    "max_traces",
+    "axis_size",
+    "mesh",
+    "on_exceed",
+    "axis_name",
+    "spmd_axis_name",
+    "sum_match",
+    "static_argnames",
+    "donate_argnames",
+    *JIT_OPTIONS,
+)
 
 
 class TestFuzzBoundedJit:
@@ -727,9 +751,10 @@ class TestFuzzBoundedJit:
         donate=wide_values(),
         mesh=wide_values(),
         on_exceed=wide_values(),
+        options=st.dictionaries(st.sampled_from(JIT_OPTIONS), wide_values(), max_size=3),
     )
     def test_raises_only_documented_errors_when_every_argument_is_anything(
-        self, make_bounded, function, max_traces, static, donate, mesh, on_exceed
+        self, make_bounded, function, max_traces, static, donate, mesh, on_exceed, options
     ):
         try:
             make_bounded(
@@ -739,6 +764,7 @@ class TestFuzzBoundedJit:
                 donate_argnames=donate,
                 mesh=mesh,
                 on_exceed=on_exceed,
+                **options,
             )
         except Exception as error:
             message = str(error)
@@ -817,6 +843,78 @@ class TestValidValuesBoundedJit:
     ):
         obj = make_bounded(function, max_traces=1, static_argnames=names)
         assert obj.static_argnames == tuple(names)
+
+
+def three(a, b, c=0):
+    return a
+
+
+@st.composite
+def _disjoint_argnums(draw: Any) -> tuple[Any, Any]:
+    """Static and donated argnums of ``three`` naming different parameters, each as a
+    non-negative or negative index, an int or a list or tuple, or None."""
+    chosen = draw(st.permutations([0, 1, 2]))
+    split = draw(st.integers(0, 3))
+
+    def spell(indices: list[int]) -> Any:
+        numbers = [draw(st.sampled_from([i, i - 3])) for i in indices]
+        if not numbers:
+            return draw(st.sampled_from([None, (), []]))
+        if len(numbers) == 1 and draw(st.booleans()):
+            return draw(st.sampled_from([numbers[0], np.int32(numbers[0])]))
+        return draw(st.sampled_from([tuple, list]))(numbers)
+
+    return spell(chosen[:split]), spell(chosen[split:])
+
+
+class TestValidJitOptions:
+    @PROPERTY
+    @given(
+        argnums=_disjoint_argnums(),
+        keep_unused=st.sampled_from([True, False, np.True_, np.False_]),
+        inline=st.booleans(),
+        compiler_options=st.one_of(
+            st.none(), st.dictionaries(identifiers(), st.booleans(), max_size=2)
+        ),
+        shardings=st.sampled_from([None, jax.sharding.PartitionSpec()]),
+    )
+    def test_accepts_and_normalizes_every_valid_combination(
+        self, make_bounded, argnums, keep_unused, inline, compiler_options, shardings
+    ):
+        static, donate = argnums
+        obj = make_bounded(
+            three,
+            max_traces=1,
+            static_argnums=static,
+            donate_argnums=donate,
+            keep_unused=keep_unused,
+            inline=inline,
+            compiler_options=compiler_options,
+            out_shardings=shardings,
+        )
+
+        def normalized(value: Any) -> Any:
+            if value is None:
+                return None
+            return (int(value),) if np.ndim(value) == 0 else tuple(int(v) for v in value)
+
+        assert obj.static_argnums == normalized(static)
+        assert obj.donate_argnums == normalized(donate)
+        assert type(obj.keep_unused) is bool and obj.keep_unused == bool(keep_unused)
+        assert obj.inline is inline
+
+    @PROPERTY
+    @given(index=st.integers(-50, 50), option=st.sampled_from(["static_argnums", "donate_argnums"]))
+    def test_an_index_is_accepted_exactly_when_jax_jit_accepts_it(
+        self, make_bounded, index, option
+    ):
+        try:
+            jax.jit(three, **{option: index})
+        except ValueError:
+            with pytest.raises(ValueError, match=f"{option} must index positional parameters"):
+                make_bounded(three, max_traces=1, **{option: index})
+        else:
+            make_bounded(three, max_traces=1, **{option: index})
 
 
 class TestValidValuesBatchedJit:

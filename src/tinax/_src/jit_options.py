@@ -164,7 +164,14 @@ def check_compiler_options(api: str, value: object) -> dict[str, Any] | None:
     for key, item in items:
         if not issubclass(type(key), str):
             raise TypeError(message(api, "compiler_options key", "a str", key))
-        options[str.__str__(cast(str, key))] = item
+        name = str.__str__(cast(str, key))
+        try:  # jax.jit keys its cache on the options
+            hash(item)
+        except Exception:
+            raise TypeError(
+                message(api, f"compiler_options[{name!r}]", "hashable (a str, bool, int)", item)
+            ) from None
+        options[name] = item
     return options
 
 
@@ -354,14 +361,15 @@ def parse(
 
 
 def jit(api: str, function: Any, kwargs: dict[str, Any]) -> Any:
-    """``jax.jit(function, **kwargs)``; its own `TypeError`/`ValueError` pass through,
-    anything else it lets escape (an odd sharding object) becomes a `TypeError`."""
+    """``jax.jit(function, **kwargs)``. Its own `TypeError`/`ValueError` (a malformed
+    sharding) escape as the same type, prefixed with ``api`` as tinax's messages are;
+    anything else it lets escape (an odd object in a sharding tree) is a `TypeError`."""
     if not kwargs:
         return jax.jit(function)  # pyright: ignore[reportUnknownMemberType]
     try:
         return jax.jit(function, **kwargs)  # pyright: ignore[reportUnknownMemberType]
-    except (TypeError, ValueError):
-        raise
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{api}: {error}") from None
     except Exception as error:
         try:
             reason = f"{type(error).__name__}: {error}"

@@ -345,8 +345,10 @@ def vmapped(
             reason = f"{type(error).__name__}: {error}"
         except Exception:
             reason = type(error).__name__
+        given = "".join(f", {name}={describe(value)}" for name, value in (options or {}).items())
+        names = "".join(f", {name}" for name in (options or {}))
         raise TypeError(
-            f"{api}: function, in_axes and out_axes must be accepted by jax.vmap; got "
+            f"{api}: function, in_axes, out_axes{names} must be accepted by jax.vmap; got "
             f"function={describe(function)}, in_axes={describe(in_axes)}, "
-            f"out_axes={describe(out_axes)}, and jax.vmap raised {reason}."
+            f"out_axes={describe(out_axes)}{given}, and jax.vmap raised {reason}."
         ) from None
