@@ -272,6 +272,7 @@ class TestBuild:
             "api/testing/index.html",
             "debugging-retraces/index.html",
             "migrating-from-pmap/index.html",
+            "porting/index.html",
             "property-tests/index.html",
             "benchmarks/index.html",
             "decisions/index.html",

@@ -67,3 +67,24 @@ def untimed(text):
     spaces made one."""
     text = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", text)
     return re.sub(r" +", " ", text)  # the timing columns widen with the figures
+
+
+def test_porting_page_shows_the_real_output():
+    """As for the retraces page: each printed section is the page's next ``text`` block
+    (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    out = run_example("porting.py")
+    path = ROOT / "docs" / "porting.md"
+    page = path.read_text()
+    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
+    blocks = text_blocks(page)
+    assert len(sections) == len(blocks) == 4
+    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+        for (start, end), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
+            page = page[:start] + body.rstrip() + page[end:]
+        path.write_text(page)
+        blocks = text_blocks(page)
+    for (start, end), (title, _, body) in zip(blocks, sections, strict=True):
+        assert page[start:end] == body.rstrip(), f"section {title!r} is out of date"
+    assert "same numbers as jax.jit: True" in out
+    assert "donated input deleted: True" in out
+    assert "  n: 2 -> 3 (static argument value)" in out

@@ -182,11 +182,18 @@ def _positional(signature: inspect.Signature) -> tuple[list[inspect.Parameter], 
     return [p for p in parameters if p.kind in _POSITIONAL], star
 
 
+_Positional = tuple[list[inspect.Parameter], bool]
+
+
 def _check_range(
-    api: str, parameter: str, numbers: tuple[int, ...], signature: inspect.Signature
+    api: str,
+    parameter: str,
+    numbers: tuple[int, ...],
+    signature: inspect.Signature,
+    shape: _Positional,
 ) -> None:
     """As `jax.jit`: every number names a positional parameter (any, with ``*args``)."""
-    positional, star = _positional(signature)
+    positional, star = shape
     if star:
         return
     count = len(positional)
@@ -220,13 +227,13 @@ def _infer(
     return Statics(numbers, inferred)
 
 
-def _parameters(signature: inspect.Signature | None, statics: Statics) -> set[object]:
+def _parameters(shape: _Positional | None, statics: Statics) -> set[object]:
     """The parameters a spec makes static or donated: names, else positions in ``*args``."""
     chosen: set[object] = set(statics.argnames)
-    if signature is None:
+    if shape is None:
         chosen.update(statics.argnums)
         return chosen
-    positional, star = _positional(signature)
+    positional, star = shape
     count = len(positional)
     for number in statics.argnums:
         index = number + count if number < 0 and not star else number
@@ -237,14 +244,12 @@ def _parameters(signature: inspect.Signature | None, statics: Statics) -> set[ob
     return chosen
 
 
-def _check_in_shardings(
-    api: str, value: object, signature: inspect.Signature, statics: Statics
-) -> None:
+def _check_in_shardings(api: str, value: object, shape: _Positional, statics: Statics) -> None:
     """A tuple (or list) of shardings has one entry per positional argument that is
     not static, as `jax.jit` will require on every call."""
     if type(value) not in (tuple, list):  # a PartitionSpec is a tuple subclass: one sharding
         return
-    positional, star = _positional(signature)
+    positional, star = shape
     if star:
         return
     count = len(positional)
@@ -317,14 +322,17 @@ def parse(
     if static or donate:
         check_accepted_names(api, "static_argnames", static, known)
         check_accepted_names(api, "donate_argnames", donate, known)
-    if known is not None:
+    shape = None if known is None else _positional(known)
+    if known is not None and shape is not None:
         if static_nums:
-            _check_range(api, "static_argnums", static_nums, known)
+            _check_range(api, "static_argnums", static_nums, known, shape)
         if donate_nums:
-            _check_range(api, "donate_argnums", donate_nums, known)
+            _check_range(api, "donate_argnums", donate_nums, known, shape)
     statics = _infer(known, static_nums, static_for_jax)
     donated = _infer(known, donate_nums, donate_for_jax)
-    both = _parameters(known, statics) & _parameters(known, donated)
+    both: set[object] = set()
+    if statics != NO_STATICS and donated != NO_STATICS:
+        both = _parameters(shape, statics) & _parameters(shape, donated)
     if both:
         shown = tuple(sorted(str(name) for name in both))
         raise ValueError(
@@ -332,8 +340,8 @@ def parse(
             f"(static_argnums={static_nums!r}, static_argnames={static!r}, "
             f"donate_argnums={donate_nums!r}, donate_argnames={donate!r})."
         )
-    if known is not None and in_shardings is not UNSPECIFIED:
-        _check_in_shardings(api, in_shardings, known, statics)
+    if shape is not None and in_shardings is not UNSPECIFIED:
+        _check_in_shardings(api, in_shardings, shape, statics)
     kwargs: dict[str, Any] = {}
     if static_nums is not None:
         kwargs["static_argnums"] = static_nums
