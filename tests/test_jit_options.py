@@ -565,3 +565,149 @@ class TestDecoratorForm:
         with pytest.raises(TraceBudgetError) as caught:
             Model(4.0).apply(jnp.ones(2))
         assert any("self" in line and "(static" in line for line in str(caught.value).splitlines())
+
+
+# --- the behaviours JAX's own JitTest checks for these options ------------------------------
+# Each runs under jax.jit and under bounded_jit(max_traces=1000): both must pass alike.
+
+
+def _budgeted(function=None, **options):
+    if function is None:
+        return lambda f: bounded_jit(f, max_traces=1000, **options)
+    return bounded_jit(function, max_traces=1000, **options)
+
+
+JITS = [pytest.param(jax.jit, id="jax.jit"), pytest.param(_budgeted, id="bounded_jit")]
+
+
+@pytest.mark.parametrize("jit", JITS)
+class TestAsJitTest:
+    def test_donated_arguments_after_static_ones_are_deleted(self, jit):
+        step = jit(
+            lambda a, b, c, d, e: (a + b + c, a + b + d, a + b + e),
+            static_argnums=(0, 1),
+            donate_argnames=("d", "e"),
+        )
+        c, d, e = jnp.full(2, 2.0), jnp.ones(4), jnp.full(4, 3.0)
+        f, g, h = step(1, 2, c, d=d, e=e)
+        np.testing.assert_allclose(f, np.full(2, 5.0))
+        np.testing.assert_allclose(h, np.full(4, 6.0))
+        assert not c.is_deleted() and d.is_deleted() and e.is_deleted()
+
+    def test_donate_argnums_and_argnames_together(self, jit):
+        @jit(donate_argnums=0, donate_argnames=("inp2", "inp3"))
+        def f(inp1, inp2, inp3):
+            return inp1 * 2, inp2 * 2, inp3 * 2
+
+        x, y, z = jnp.ones((2, 5)), jnp.ones((2, 5)), jnp.ones((2, 5))
+        f(x, inp2=y, inp3=z)
+        assert x.is_deleted() and y.is_deleted() and z.is_deleted()
+
+    def test_a_donated_argnum_passed_by_keyword_is_donated(self, jit):
+        @jit(donate_argnums=0)
+        def f(inp1):
+            return inp1 * 2
+
+        x = jnp.ones((2, 5))
+        f(inp1=x)
+        assert x.is_deleted()
+
+    @pytest.mark.parametrize(
+        "options", [{"donate_argnames": ("z", "y")}, {"donate_argnums": (0, 1)}]
+    )
+    def test_args_info_marks_donated_leaves(self, jit, options):
+        @jit(**options)
+        def f(z, y, x):
+            return z, y, x
+
+        args_info, kwargs_info = f.lower({"c": 3.0}, y={"b": 2.0}, x={"a": 1.0}).args_info
+        assert args_info[0]["c"].donated and kwargs_info["y"]["b"].donated
+        assert not kwargs_info["x"]["a"].donated
+
+    def test_static_argnums_and_static_argnames_both_ways(self, jit):
+        def f(x):
+            assert x == "foo"
+            return 1
+
+        for static in ({"static_argnums": 0}, {"static_argnames": "x"}):
+            jitted = jit(f, **static)
+            assert jitted("foo") == 1 and jitted(x="foo") == 1
+
+    def test_a_static_argnum_with_a_default(self, jit):
+        assert jit(lambda x=4: x, static_argnums=0)() == 4
+
+    def test_static_arguments_require_type_equality(self, jit):
+        traces = []
+
+        @jit(static_argnums=(0,))
+        def f(k):
+            traces.append(type(k))
+            return 0
+
+        f(1)
+        f(1.0)
+        f(True)
+        assert traces == [int, float, bool]
+
+    def test_a_python_builtin_with_a_static_argnum(self, jit):
+        import operator
+
+        assert int(jit(operator.add, static_argnums=(1,))(1, 2)) == 3
+
+    def test_an_invalid_compiler_option_fails_when_compiled(self, jit):
+        f = jit(lambda x: x + 1, compiler_options={"invalid_key": "invalid_value"})
+        with pytest.raises(Exception, match="invalid_key|No such compile option"):
+            f.lower(1.0).compile()
+
+    def test_keep_unused_keeps_arguments_in_the_lowered_program(self, jit):
+        lowered = jit(lambda x, y: x, keep_unused=True).lower(1.0, 2.0)
+        assert len(lowered.compile().input_shardings[0]) == 2
+
+    def test_an_unhashable_static_argument_fails_on_the_call(self, jit):
+        f = jit(lambda x, y: x, static_argnums=(1,))
+        with pytest.raises(ValueError, match="Non-hashable static arguments"):
+            f(1.0, [2])
+
+
+# --- the rest of tinax, with options -------------------------------------------------------
+
+
+def test_testing_arguments_keep_a_static_argnum_fixed():
+    from hypothesis import given, settings
+
+    from tinax.testing import arguments, no_new_traces
+
+    step = bounded_jit(scaled, max_traces=1, static_argnums=1, donate_argnums=2)
+    step(jnp.ones(3), 2, jnp.ones(3))
+
+    @settings(max_examples=10, deadline=None)
+    @given(call=arguments(step))
+    def check(call):
+        args, kwargs = call
+        assert args[1] == 2
+        with no_new_traces(step):
+            step(*args, **kwargs)
+
+    check()
+
+
+def test_the_registry_and_logging_see_objects_with_options(caplog):
+    import logging
+
+    from tinax.jit import budgets
+
+    step = bounded_jit(scaled, max_traces=2, static_argnums=1, keep_unused=True)
+    with caplog.at_level(logging.INFO, logger="tinax"):
+        step(jnp.ones(2), 1, jnp.ones(2))
+        step(jnp.ones(2), 2, jnp.ones(2))
+    assert any("n: 1 -> 2 (static argument value)" in r.getMessage() for r in caplog.records)
+    assert any(obj is step and obj.traces_used == 2 for obj in budgets())
+
+
+def test_a_partition_spec_in_in_shardings_resolves_against_a_bound_auto_mesh(mesh8):
+    step = bounded_jit(lambda x: x * 2, max_traces=1, mesh=mesh8, in_shardings=P("x"))
+    out = step(jnp.arange(16.0))
+    np.testing.assert_array_equal(out, np.arange(16.0) * 2)
+    lowered = step.lower(jnp.arange(16.0))
+    assert "x" in str(lowered.compile().input_shardings[0][0])
+    assert step.traces_used == 1
