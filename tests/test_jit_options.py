@@ -590,6 +590,7 @@ class TestAsJitTest:
         )
         c, d, e = jnp.full(2, 2.0), jnp.ones(4), jnp.full(4, 3.0)
         f, g, h = step(1, 2, c, d=d, e=e)
+        np.testing.assert_allclose(g, np.full(4, 4.0))
         np.testing.assert_allclose(f, np.full(2, 5.0))
         np.testing.assert_allclose(h, np.full(4, 6.0))
         assert not c.is_deleted() and d.is_deleted() and e.is_deleted()
@@ -656,7 +657,7 @@ class TestAsJitTest:
 
     def test_an_invalid_compiler_option_fails_when_compiled(self, jit):
         f = jit(lambda x: x + 1, compiler_options={"invalid_key": "invalid_value"})
-        with pytest.raises(Exception, match="invalid_key|No such compile option"):
+        with pytest.raises(Exception, match=r"invalid_key|No such compile option"):
             f.lower(1.0).compile()
 
     def test_keep_unused_keeps_arguments_in_the_lowered_program(self, jit):
