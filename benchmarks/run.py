@@ -35,6 +35,7 @@ import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
 from tinax._src import budget, observe, private, record
+from tinax._src.jit_options import Statics
 from tinax.jit import batched_jit, bounded_jit
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -140,7 +141,7 @@ def recording_row() -> Row:
         def measure(params: object) -> object:
             for _ in range(50):
                 start = time.perf_counter()
-                record.record(None, ("config",), (params,), {"config": config})
+                record.record(None, Statics((), ("config",)), (params,), {"config": config})
                 best[0] = min(best[0], time.perf_counter() - start)
             return params
 
