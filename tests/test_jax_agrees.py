@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from statics import ByIdentity, Config
-from tinax.jit import TraceBudgetError, bounded_jit
+from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
 
 
 class EqualButHashedByIdentity:
@@ -229,3 +229,83 @@ def test_keyword_arguments_in_another_order_are_the_same_call(first, data):
     explanation = step.explain(**{key: build(spec) for key, spec in second.items()})
     step.trace(**{key: build(spec) for key, spec in second.items()})
     assert explanation.retraces == (step.traces_used == 2), str(explanation)
+
+
+# --- calls JAX rejects: the same exception, budget spent or not (issue 19) ------------------
+
+
+REJECTED = {
+    "missing argument": ("bounded", lambda a: ((a, a), {})),
+    "extra argument": ("bounded", lambda a: ((a, a, a, a), {})),
+    "unknown keyword": ("bounded", lambda a: ((a, a, a), {"z": a})),
+    "function leaf": ("bounded", lambda a: ((a, a, jnp.tanh), {})),
+    "string leaf": ("bounded", lambda a: ((a, {"k": "relu"}, a), {})),
+    "unhashable static": ("static", lambda a: ((a,), {"cfg": [1, 2]})),
+    "missing static": ("static", lambda a: ((a,), {})),
+    "batch sizes 8 and 7": ("batched", lambda a: ((jnp.ones(8), jnp.ones(7), a[:8]), {})),
+    "rank 0 at in_axes=0": ("batched", lambda a: ((jnp.ones(8), jnp.ones(()), a[:8]), {})),
+    "batched missing argument": ("batched", lambda a: ((jnp.ones(8), jnp.ones(8)), {})),
+}
+
+
+def _pair(kind, budget):
+    """The same function under jax.jit and under tinax, with ``budget`` traces (a new
+    function each time: objects rebuilt for one function would be warned about)."""
+
+    def _three(w, x, y):
+        return w + x + y
+
+    def _with_config(x, cfg):
+        return x
+
+    if kind == "bounded":
+        return jax.jit(_three), bounded_jit(_three, max_traces=budget)
+    if kind == "static":
+        jitted = jax.jit(_with_config, static_argnames="cfg")
+        return jitted, bounded_jit(_with_config, max_traces=budget, static_argnames="cfg")
+    return jax.jit(jax.vmap(_three)), batched_jit(_three, max_traces=budget)
+
+
+def _good_call(kind):
+    if kind == "static":
+        return (jnp.ones(8),), {"cfg": 1}
+    return (jnp.ones(8), jnp.ones(8), jnp.ones(8)), {}
+
+
+def _raised(function, args, kwargs):
+    try:
+        function(*args, **kwargs)
+    except Exception as error:
+        return error
+    raise AssertionError("the call did not raise")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.sampled_from(sorted(REJECTED)),
+    second=st.sampled_from(sorted(REJECTED)),
+    spent=st.booleans(),
+)
+def test_a_call_jax_rejects_raises_jax_s_exception_whether_or_not_the_budget_is_spent(
+    first, second, spent
+):
+    """Drawn pairs: a good call (or none), then two rejected calls; each raises the type
+    JAX raises (and its message, for JAX's own checks), and ``explain`` names it."""
+    for name in (first, second):
+        kind, make = REJECTED[name]
+        jitted, step = _pair(kind, budget=1 if spent else 2)
+        good_args, good_kwargs = _good_call(kind)
+        step(*good_args, **good_kwargs)  # the budget of 1 is now spent
+        args, kwargs = make(jnp.ones(8))
+        expected = _raised(jitted, args, kwargs)
+        got = _raised(step, args, kwargs)
+        assert type(got) is type(expected), (name, got)
+        assert (
+            str(got).split("\n")[0].replace(" at 0x", "@").split("@")[0]
+            == (str(expected).split("\n")[0].replace(" at 0x", "@").split("@")[0])
+        )
+        explanation = step.explain(*args, **kwargs)
+        assert explanation.raises is not None, str(explanation)
+        assert explanation.raises.startswith(f"{type(expected).__name__}: "), explanation.raises
+        assert not explanation.retraces and not explanation.exceeds_budget
+        assert step.traces_used == 1

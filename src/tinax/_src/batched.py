@@ -113,19 +113,24 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         set_(self, "keep_unused", bool(self.keep_unused))
         set_(self, "inline", bool(self.inline))
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        batched = validation.vmapped(
-            _API, function, self.in_axes, self.out_axes, axis_size, vmap_options
-        )
-        if options.statics != jit_options.NO_STATICS:  # static arguments are not batched
-            batched = _batch_dynamic(
-                function, options.statics, self.in_axes, self.out_axes, axis_size, vmap_options
-            )
+        in_axes, out_axes, statics = self.in_axes, self.out_axes, options.statics
+
+        def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
+            if statics != jit_options.NO_STATICS:  # static arguments are not batched
+                return _batch_dynamic(inner, statics, in_axes, out_axes, axis_size, vmap_options)
+            return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
+
+        batched = validation.vmapped(_API, function, in_axes, out_axes, axis_size, vmap_options)
+        if statics != jit_options.NO_STATICS:
+            batched = batch(function)
         kwargs = options.jit_kwargs
 
         def jit(counted: Callable[..., Any]) -> Any:
             return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, batched, max_traces, signature, options.statics, mesh, jit)
+        common.build(
+            self, function, batched, max_traces, signature, statics, mesh, jit, around=batch
+        )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 

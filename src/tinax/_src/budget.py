@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 from tinax._src import observe, private
 from tinax._src.jit_options import Statics
 from tinax._src.record import TracedSignature, record, unrecorded
+from tinax._src.rejections import check_in_trace
 from tinax._src.validation import LazySignature
 
 P = ParamSpec("P")
@@ -93,13 +94,17 @@ def counted(
     signature: LazySignature,
     statics: Statics,
     reported: Callable[..., Any],
+    *,
+    rejects: Callable[..., Any] | None = None,
 ) -> Callable[P, R]:
     """Wraps ``function`` so that each run by JAX's tracing is counted in ``ledger``.
 
     ``reported`` is the user's function, named in the error (``function`` may be
-    a `jax.vmap` of it). Each trace records its call site and wall time
-    (`observe`); a trace over budget is refused, warned about or logged as the
-    object's overrun policy says.
+    a `jax.vmap` of it). ``rejects`` (`rejections.stand_in` through the same
+    `jax.vmap`) raises the error a call would raise anyway: a call over budget
+    that cannot succeed raises that error, never a budget error. Each trace
+    records its call site and wall time (`observe`); a trace over budget is
+    refused, warned about or logged as the object's overrun policy says.
     """
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -122,8 +127,12 @@ def counted(
         if over:
             attempted = call.numbered(0, call_site=site)
             if policy == "raise":
+                if rejects is not None:
+                    check_in_trace(rejects, args, kwargs)  # the call's own error first
                 raise observe.refused(reported, max_traces, used, attempt, history, attempted)
             try:
+                if rejects is not None:
+                    check_in_trace(rejects, args, kwargs)
                 observe.overrun(reported, max_traces, used, attempt, history, attempted, policy)
             except BaseException:  # the warning, raised as an error by a warnings filter
                 with ledger.lock:

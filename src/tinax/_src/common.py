@@ -19,6 +19,7 @@ from tinax._src import (
     observe,
     private,
     record,
+    rejections,
     report,
     validation,
 )
@@ -61,22 +62,47 @@ def build(
     statics: jit_options.Statics,
     mesh: Mesh | None,
     jit: Callable[[Callable[..., Any]], Any],
+    around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
     ``traced`` is what JAX traces (the function, or its `jax.vmap`); ``jit``
-    compiles the counted version of it.
+    compiles the counted version of it. ``around`` builds ``traced`` from another
+    function (the `jax.vmap` of a `BatchedJit`; ``None``: the function itself): a
+    stand-in goes through it to find the error a call would raise (`rejections`).
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    jitted = jit(budget.counted(traced, ledger, max_traces, signature, statics, function))
+    inner = rejections.stand_in(function, signature)
+    probe = inner if around is None else around(inner)
+    counted = budget.counted(
+        traced, ledger, max_traces, signature, statics, function, rejects=probe
+    )
+    jitted = jit(counted)
     setattr_(owner, "_ledger", ledger)
     setattr_(owner, "_signature", signature)
     setattr_(owner, "_static", statics)
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
+    setattr_(owner, "_probe", _LazyJit(jit, probe))
     _present(owner, function)
     observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
+
+
+class _LazyJit:
+    """``jit(function)``, built when first asked for (``explain`` only)."""
+
+    __slots__ = ("_built", "_function", "_jit")
+
+    def __init__(self, jit: Callable[[Callable[..., Any]], Any], function: Callable[..., Any]):
+        self._jit = jit
+        self._function = function
+        self._built: Any = None
+
+    def get(self) -> Any:
+        if self._built is None:
+            self._built = self._jit(self._function)
+        return self._built
 
 
 def _read(function: object, name: str, default: object) -> object:
@@ -147,6 +173,7 @@ class BudgetedMixin:
     _signature: validation.LazySignature
     _static: jit_options.Statics
     _jitted: Any
+    _probe: _LazyJit
     _call: Callable[..., Any]
     function: Callable[..., Any]
     max_traces: int
@@ -175,8 +202,10 @@ class BudgetedMixin:
         abstract values and tree structures by ``==``, static arguments by
         type, ``hash`` and ``==``. JAX caches emptied by `jax.clear_caches` are
         not seen: there the call traces although ``explain`` found a match. A
-        call that does not fit the function's signature is reported as the
-        `TypeError` it would raise.
+        call JAX rejects before tracing (an argument missing or extra, an
+        unhashable static value, a leaf that is not an array, batch sizes
+        `jax.vmap` rejects) is reported as the exception it would raise, found
+        by JAX's own checks around a stand-in for the function, which never runs.
 
         Args:
             *args: Positional arguments, as they would be passed to the call.
@@ -187,7 +216,8 @@ class BudgetedMixin:
         """
         known = self._signature.get()
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
-        raises = record.binding_error(known, args, kwargs)
+        rejected = self._under_mesh(rejections.rejection, self._probe.get(), args, kwargs)
+        raises = None if rejected is None else rejections.describe(rejected)
         history, used, attempt, cleared = self._ledger.snapshot()
         return report.explain(
             self.function,

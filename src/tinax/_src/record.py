@@ -336,19 +336,6 @@ def record(
     return TracedSignature(0, tuple(recorded), mesh, private.trace_config())
 
 
-def binding_error(
-    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> str | None:
-    """The `TypeError` a call with these arguments would raise on binding, as text."""
-    if signature is None:
-        return None
-    try:
-        signature.bind(*args, **kwargs)
-    except TypeError as error:
-        return f"TypeError: {error}"
-    return None
-
-
 def unrecorded(error: Exception) -> TracedSignature:
     """Stands in for a signature that could not be recorded (an exotic leaf)."""
     argument = Argument("(unrecorded)", False, True, None, ((),), (type(error).__name__,))

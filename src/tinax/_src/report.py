@@ -153,10 +153,12 @@ class Explanation:
         max_traces: The budget.
         closest: The earlier trace that differs least from the call, or ``None``.
         differences: What differs between ``closest`` and the call.
-        raises: For a call that does not fit the function's signature, the
-            `TypeError` it would raise (``"TypeError: missing a required
-            argument: 'y'"``), and the call neither traces nor reuses a trace;
-            else ``None``.
+        raises: For a call JAX rejects before tracing (an argument missing or
+            extra, an unhashable static value, a leaf that is not an array, batch
+            sizes `jax.vmap` rejects), the exception it would raise, as
+            ``"TypeError: g() missing 1 required positional argument: 'y'"``
+            (raised whether or not the budget is spent); the call neither traces
+            nor reuses a trace. Else ``None``.
     """
 
     function_name: str
@@ -178,8 +180,9 @@ class Explanation:
         if self.raises is not None:
             return "\n".join(
                 (
-                    fit(f"{where}: this call does not fit the function's signature; {budget}."),
-                    fit(f"It would raise {self.raises}, and trace nothing."),
+                    fit(f"{where}: JAX would reject this call before tracing; {budget}."),
+                    fit(f"It would raise {self.raises}"),
+                    "Nothing is traced or counted, with the budget spent or not.",
                 )
             )
         if self.reuses is not None:

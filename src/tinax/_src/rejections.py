@@ -1,0 +1,106 @@
+"""Calls JAX rejects: the error a call would raise whatever the budget says.
+
+A call that cannot succeed (an argument missing or extra, a batch whose sizes
+disagree, an unhashable static value, a leaf that is not an array) must raise
+the error JAX raises for it, with the budget spent or not: a budget error in
+its place would send the user after a retrace that never was.
+
+The check runs the object's own pipeline (the `jax.vmap` of a `BatchedJit`,
+the function's signature) around a stand-in for the function that binds the
+arguments and stops: JAX's checks run in JAX's order, and raise JAX's
+exceptions; the user's function never runs. It costs a walk of the arguments,
+and runs only where a budget would refuse or warn, and in ``explain``.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tinax._src.validation import LazySignature
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+class _Fits(Exception):
+    """Raised by the stand-in when the arguments bind: everything before the body passed."""
+
+
+def _plain(function: Callable[..., Any]) -> bool:
+    """A ``def`` or ``lambda`` whose signature nothing overrides: calling it with
+    arguments that do not bind raises Python's own `TypeError` before its body runs."""
+    if type(function) is not types.FunctionType:
+        return False
+    own = function.__dict__
+    return "__signature__" not in own and "__wrapped__" not in own
+
+
+def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable[..., Any]:
+    """A callable that binds its arguments as ``function`` would, then raises `_Fits`.
+
+    Arguments that do not bind raise the `TypeError` calling ``function`` raises:
+    Python's own for a plain function (its body never starts), else
+    `inspect.Signature.bind`'s.
+    """
+
+    def check(*args: Any, **kwargs: Any) -> Any:
+        known = signature.get()
+        if known is not None:
+            try:
+                known.bind(*args, **kwargs)
+            except TypeError:
+                if _plain(function):
+                    function(*args, **kwargs)  # raises before the body: arguments do not bind
+                raise
+        raise _Fits
+
+    wrapper: Any = check
+    try:
+        wrapper.__name__ = function.__name__
+        wrapper.__qualname__ = function.__qualname__
+    except Exception:
+        pass
+    known = signature.get() if signature.known or _plain(function) else None
+    if known is not None:
+        wrapper.__signature__ = known  # JAX names the arguments in its errors from it
+    return check
+
+
+def check_in_trace(traced_stand_in: Callable[..., Any], args: Any, kwargs: Any) -> None:
+    """Inside a trace: raises the error the call would raise before the function's body
+    (binding, `jax.vmap`'s axis checks); returns if the call would reach the body."""
+    try:
+        traced_stand_in(*args, **kwargs)
+    except _Fits:
+        return
+
+
+def rejection(
+    jitted_stand_in: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> BaseException | None:
+    """Outside a trace (``explain``): the exception the call would raise before the
+    function's body, from JAX's own checks (static values hashed, leaves that are not
+    arrays, binding, `jax.vmap`'s axis checks), or ``None`` if it would reach it."""
+    try:
+        jitted_stand_in.eval_shape(*args, **kwargs)
+    except _Fits:
+        return None
+    except Exception as error:
+        return error
+    return None
+
+
+def describe(error: BaseException, limit: int = 174) -> str:
+    """``"TypeError: <message>"`` on one line: the exception as ``explain`` prints it,
+    without memory addresses, cut after a whole sentence or clause when longer than
+    ``limit``."""
+    try:
+        text = _ADDRESS.sub("", " ".join(str(error).split()))
+    except Exception:
+        text = ""
+    if len(text) > limit:
+        cut = max(text.rfind(". ", 0, limit), text.rfind("; ", 0, limit))
+        text = text[: cut + 1] + " ..." if cut > 0 else text[: limit - 4] + " ..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
