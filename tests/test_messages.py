@@ -419,8 +419,9 @@ class TestLocatedDifferences:
         assert text[2] == f"params (13 leaves): no mesh -> {mesh} (sharding)"
         assert text[3:] == [
             "How to fix:",
-            "sharding: give inputs one sharding on every call, the first included: "
-            "jax.device_put(x, NamedSharding(mesh, P()))",
+            "sharding: give inputs one sharding on every call: jax.device_put(x, "
+            "NamedSharding(mesh, spec)), with the spec this call's x has (a trace on Auto axes "
+            "does not record it)",
         ]
 
     def test_explain_of_a_call_that_does_not_bind_gives_the_type_error(self):

@@ -704,11 +704,11 @@ class TestRegistry:
         header, row = table.splitlines()
         assert (
             header.split()
-            == "function location traces trace time compile time last retrace".split()
+            == "function location traces compiles trace time compile time last retrace".split()
         )
         assert row.startswith("double  ")
         assert f"{HERE}:" in row
-        assert "2/1 over" in row
+        assert "2/1 over  2 " in row
         assert len(re.findall(r"\d+(\.\d+)? (us|ms|s)\b", row)) == 2  # trace and compile time
         assert row.endswith("#2: x: f32[3] -> f32[4] (shape)")
 

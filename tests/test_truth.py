@@ -1,11 +1,16 @@
 """Issue 19: every line tinax prints is true on the edge cases real programs hit."""
 
+import logging
 import warnings
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
+from tinax.jit import TraceBudgetError, batched_jit, bounded_jit, budgets
 
 
 def g(w, x, y):
@@ -77,3 +82,49 @@ class TestExplainSaysWhatJaxWouldRaise:
             "ValueError: Non-hashable static arguments are not supported."
         )
         assert not explanation.retraces
+
+
+class TestCompilesUsed:
+    def test_a_sharding_only_change_counts_a_compile_not_a_trace_and_is_logged(self, caplog):
+        mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+        step = bounded_jit(lambda x: x * 2, max_traces=1, mesh=mesh)
+        batch = np.ones((8, 4), np.float32)
+        sharded = jax.device_put(batch, NamedSharding(mesh, P("data")))
+        replicated = jax.device_put(batch, NamedSharding(mesh, P()))
+        step(sharded)
+        assert (step.traces_used, step.compiles_used) == (1, 1)
+        explanation = step.explain(replicated)
+        assert explanation.reuses is not None and explanation.reuses.number == 1
+        assert str(explanation).splitlines()[1] == (
+            "XLA would compile again without tracing (compiles_used counts it, the budget does "
+            "not): input sharding changed: x: placed P('data',) -> placed P()."
+        )
+        with caplog.at_level(logging.INFO, logger="tinax"):
+            step(replicated)
+            step(replicated)
+        assert (step.traces_used, step.compiles_used) == (1, 2)
+        [record] = [r for r in caplog.records if "without a new trace" in r.getMessage()]
+        assert record.getMessage().endswith(
+            "XLA compiled again without a new trace (reusing trace #1; compile 2 of this "
+            "object, traces_used=1): input sharding changed: x: placed P('data',) -> placed P()"
+        )
+        assert str(step.explain(replicated)).count("\n") == 0  # compiled now: nothing to add
+        [row] = [line for line in str(budgets()).splitlines() if "test_truth.py" in line]
+        assert row.split()[2:4] == ["1/1", "2"]
+
+    def test_a_precompile_counts_its_compile(self):
+        step = bounded_jit(lambda x: x + 1, max_traces=1)
+        step.precompile(jnp.ones(3))
+        step(jnp.ones(3))
+        assert (step.traces_used, step.compiles_used) == (1, 1)
+
+    def test_the_placement_fix_never_names_a_spec_that_was_not_recorded(self):
+        mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+        step = bounded_jit(lambda x: x * 2, max_traces=1, mesh=mesh)
+        step(jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P("data"))))
+        lines = str(step.explain(np.ones((8, 4), np.float32))).splitlines()
+        assert lines[-1] == (
+            "  sharding: give inputs one sharding on every call: jax.device_put(x, "
+            "NamedSharding(mesh, spec)), with the spec x had when traced first (a trace on "
+            "Auto axes does not record it)"
+        )

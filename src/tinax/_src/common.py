@@ -8,12 +8,14 @@ import types
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, cast
 
+import attrs
 import jax
 from jax.sharding import Mesh
 
 from tinax._src import (
     abstract,
     budget,
+    compiles,
     jit_options,
     meshes,
     observe,
@@ -85,6 +87,7 @@ def build(
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
     setattr_(owner, "_probe", _LazyJit(jit, probe))
+    setattr_(owner, "_compiles", compiles.register(counted, ledger, owner))
     _present(owner, function)
     observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
@@ -174,6 +177,7 @@ class BudgetedMixin:
     _static: jit_options.Statics
     _jitted: Any
     _probe: _LazyJit
+    _compiles: compiles.Entry
     _call: Callable[..., Any]
     function: Callable[..., Any]
     max_traces: int
@@ -184,6 +188,15 @@ class BudgetedMixin:
         """How many traces this object has made so far (never more than `max_traces`
         while chex assertions are on)."""
         return self._ledger.used
+
+    @property
+    def compiles_used(self) -> int:
+        """How many XLA compiles this object has caused: one per trace that was
+        compiled, and one per compile without a new trace (a call that reuses a
+        trace with inputs placed otherwise, e.g. host NumPy where the trace had
+        arrays sharded over a mesh's Auto axes), which the budget does not bound.
+        A compile answered by JAX's persistent compilation cache counts too."""
+        return compiles.count(self._compiles[0])
 
     @property
     def traced_signatures(self) -> report.TraceHistory:
@@ -219,7 +232,7 @@ class BudgetedMixin:
         rejected = self._under_mesh(rejections.rejection, self._probe.get(), args, kwargs)
         raises = None if rejected is None else rejections.describe(rejected)
         history, used, attempt, cleared = self._ledger.snapshot()
-        return report.explain(
+        explanation = report.explain(
             self.function,
             self.max_traces,
             history,
@@ -229,6 +242,19 @@ class BudgetedMixin:
             raises=raises,
             cleared=cleared,
         )
+        if explanation.reuses is None:
+            return explanation
+        placed = compiles.call_placements(
+            [
+                (name, value)
+                for name, _, value, _, static in record.named_arguments(
+                    known, self._static, args, kwargs
+                )
+                if not static
+            ]
+        )
+        note = compiles.would_compile(self._compiles[0], explanation.reuses.number, placed)
+        return attrs.evolve(explanation, compiles=note)
 
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``function(*args, **kwargs)`` as if inside ``with jax.set_mesh(self.mesh):``."""
@@ -292,7 +318,8 @@ class BudgetedMixin:
         args, kwargs = abstract.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        return self._under_mesh(_compiled, self._jitted, args, kwargs)
+        with compiles.compiling(self._compiles):
+            return self._under_mesh(_compiled, self._jitted, args, kwargs)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.

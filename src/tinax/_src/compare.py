@@ -199,10 +199,15 @@ def _placement_fix(old: Leaf, new: Leaf) -> str:
     """The `jax.device_put` that makes every call look like the earlier trace (or, when
     that one was off any mesh, like this call)."""
     placed = old if old.mesh is not None else new
-    spec = placed.sharding or "P()"
+    if placed.sharding is None:  # Auto axes: the trace does not record the spec
+        whose = "x had when traced first" if placed is old else "this call's x has"
+        return (
+            "give inputs one sharding on every call: jax.device_put(x, NamedSharding(mesh, "
+            f"spec)), with the spec {whose} (a trace on Auto axes does not record it)"
+        )
     return (
         "give inputs one sharding on every call, the first included: "
-        f"jax.device_put(x, NamedSharding(mesh, {spec}))"
+        f"jax.device_put(x, NamedSharding(mesh, {placed.sharding}))"
     )
 
 

@@ -436,7 +436,15 @@ def budgets_table(objects: Sequence[Any]) -> str:
     last retrace cause."""
     if not objects:
         return "no live budgeted objects"
-    header = ["function", "location", "traces", "trace time", "compile time", "last retrace"]
+    header = [
+        "function",
+        "location",
+        "traces",
+        "compiles",
+        "trace time",
+        "compile time",
+        "last retrace",
+    ]
     rows = [header]
     for owner in objects:
         history = owner.traced_signatures
@@ -447,6 +455,7 @@ def budgets_table(objects: Sequence[Any]) -> str:
                 _cut(report.function_name(owner.function), _MAX_NAME),
                 report.function_location(owner.function) or "?",
                 traces,
+                str(getattr(owner, "compiles_used", "?")),
                 _seconds(
                     sum(entry.trace_seconds or 0.0 for entry in history),
                     any(entry.trace_seconds is not None for entry in history),

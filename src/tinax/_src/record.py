@@ -253,7 +253,7 @@ def value_text(value: object, limit: int = _LONG_TEXT) -> str:
 # --- recording -----------------------------------------------------------------------------
 
 
-def _named_arguments(
+def named_arguments(
     signature: inspect.Signature | None,
     statics: Statics,
     args: tuple[Any, ...],
@@ -324,7 +324,7 @@ def record(
     tree_util: Any = jax.tree_util
     flatten = tree_util.tree_flatten_with_path
     recorded: list[Argument] = []
-    for name, keyword, value, star, static in _named_arguments(signature, statics, args, kwargs):
+    for name, keyword, value, star, static in named_arguments(signature, statics, args, kwargs):
         if static:
             recorded.append(Argument(name, keyword, True, None, ((),), (value,)))
             continue

@@ -159,6 +159,10 @@ class Explanation:
             ``"TypeError: g() missing 1 required positional argument: 'y'"``
             (raised whether or not the budget is spent); the call neither traces
             nor reuses a trace. Else ``None``.
+        compiles: For a call that reuses a trace, whether XLA would compile
+            again without tracing (``compiles_used`` counts it, the budget does
+            not), as a sentence; ``""`` when an executable for the inputs'
+            placements exists.
     """
 
     function_name: str
@@ -173,6 +177,7 @@ class Explanation:
     differences: tuple[Difference, ...]
     attempt: int
     raises: str | None = None
+    compiles: str = ""
 
     def __str__(self) -> str:
         where = _heading(self.function_name, self.location)
@@ -186,7 +191,8 @@ class Explanation:
                 )
             )
         if self.reuses is not None:
-            return f"{where}: this call would reuse trace #{self.reuses.number}; {budget}."
+            head = f"{where}: this call would reuse trace #{self.reuses.number}; {budget}."
+            return head if not self.compiles else f"{head}\n{fit(self.compiles)}"
         if self.exceeds_budget:
             head = f"{where}: this call would exceed the trace budget: {budget}; it would be"
         else:

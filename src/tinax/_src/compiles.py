@@ -1,0 +1,265 @@
+"""XLA compiles an object causes, traced or not: ``compiles_used``.
+
+A trace budget bounds traces, not compiles. JAX compiles again without tracing
+when a call reuses a trace (same abstract signature) with inputs placed
+otherwise: on a mesh with Auto axes, an array sharded ``P('data')`` and a host
+NumPy array have one abstract value, but `jax.jit` resolves their input
+shardings differently, lowers and compiles a second executable. No trace is
+made, so the budget never sees it; this module counts it, and says why.
+
+How a compile is attributed: JAX reports each backend compile through
+`jax.monitoring` (``/jax/core/compile/backend_compile_duration``) from inside
+the `jax.jit` call that missed its cache (``cache_miss`` in ``jax._src.pjit``,
+whose locals hold the traced function, its parameters and the flat
+arguments). The listener finds that frame, and the object whose counted
+function it holds. A compile of a jaxpr compiled before is a compile without a
+new trace; the inputs' placements, recorded at each compile, name its cause.
+``precompile`` compiles outside a call, and says for whom (`compiling`).
+
+Nothing here runs on a cached call: only when XLA compiles.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Callable, Generator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import jax
+import jax.monitoring
+import numpy as np
+from jax.sharding import NamedSharding
+
+from tinax._src import report
+
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_MAX_FRAMES = 64  # how far up from the compile the jax.jit call is looked for
+UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's sharding to
+
+logger = logging.getLogger("tinax")
+
+
+class Book:
+    """One object's compiles: the count, and per jaxpr compiled, the trace it came
+    from and the placements of the inputs of each of its compiles."""
+
+    __slots__ = ("by_trace", "count", "jaxprs", "lock", "log")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.jaxprs: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        # trace number -> the placements ({path: (key, text)}) of each of its compiles
+        self.by_trace: dict[int, list[dict[str, tuple[str, str]]]] = {}
+        self.log: list[str] = []  # causes of compiles without a new trace, oldest first
+
+
+_books: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_books_lock = threading.Lock()
+
+
+Entry = tuple[Book, Any, Callable[[], Any]]
+
+
+def register(counted: Callable[..., Any], ledger: Any, owner: Any) -> Entry:
+    """Gives the object whose counted function is ``counted`` a compile book;
+    returns ``(book, ledger, weak reference to the object)``."""
+    entry = (Book(), ledger, weakref.ref(owner))
+    with _books_lock:
+        _books[counted] = entry
+    return entry
+
+
+class _Local(threading.local):
+    compiling: Entry | None = None
+
+
+_local = _Local()
+
+
+@contextmanager
+def compiling(entry: Entry) -> Generator[None]:
+    """Compiles in this thread, in the block, are for the object of ``entry``
+    (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call)."""
+    earlier = _local.compiling
+    _local.compiling = entry
+    try:
+        yield
+    finally:
+        _local.compiling = earlier
+
+
+def _pjit_file() -> str:
+    from jax._src import pjit
+
+    return pjit.__file__
+
+
+_PJIT_FILE = _pjit_file()
+
+
+def _jit_call_frame(frame: types.FrameType | None) -> types.FrameType | None:
+    """The innermost `jax.jit` cache-miss frame above ``frame``, if any."""
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "cache_miss" and code.co_filename == _PJIT_FILE:
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def placement(value: object) -> tuple[str, str]:
+    """``(key, text)``: how `jax.jit` resolves an input's sharding when none was given
+    (``key``, compared), and how a person reads it (``text``)."""
+    if isinstance(value, np.ndarray):
+        return UNPLACED, "a host NumPy array"
+    if isinstance(value, np.generic):
+        return UNPLACED, "a NumPy scalar"
+    if isinstance(value, bool | int | float | complex):
+        return UNPLACED, f"a Python {type(value).__name__}"
+    sharding = getattr(value, "sharding", None)
+    if sharding is None:
+        return UNPLACED, "no sharding (abstract)"
+    committed = bool(getattr(value, "_committed", True))
+    if isinstance(sharding, NamedSharding) and not sharding.mesh.empty:
+        spec = str(sharding.spec)
+        if committed:
+            return f"named {spec} {sharding.mesh.axis_names}", f"placed {spec}"
+        return UNPLACED, f"uncommitted {spec}"
+    if not committed:
+        return UNPLACED, "an uncommitted array (on its default device)"
+    devices = sorted(str(device) for device in getattr(sharding, "device_set", ()))
+    where = devices[0] if len(devices) == 1 else f"{len(devices)} devices"
+    return f"{type(sharding).__name__} {devices}", f"committed to {where}"
+
+
+def _placements(names: Sequence[str], args: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    return {name: placement(arg) for name, arg in zip(names, args, strict=False)}
+
+
+def _cause(before: Mapping[str, tuple[str, str]], after: Mapping[str, tuple[str, str]]) -> str:
+    """The inputs whose resolved sharding changed, as ``path: before -> after``."""
+    changed = [
+        f"{path}: {before[path][1]} -> {after[path][1]}"
+        for path in after
+        if path in before and before[path][0] != after[path][0]
+    ]
+    if not changed:
+        return "the inputs' shardings are as in an earlier compile of it; the cause is not visible"
+    more = f" (+{len(changed) - 1} more)" if len(changed) > 1 else ""
+    return f"input sharding changed: {changed[0]}{more}"
+
+
+def _on_duration(event: str, duration_secs: float, **metadata: Any) -> None:
+    if event != _COMPILE_EVENT:
+        return
+    try:
+        _count(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+    except Exception:  # a listener must never break a compile
+        pass
+
+
+def _count(frame: types.FrameType) -> None:
+    found = _jit_call_frame(frame)
+    names: Sequence[str] = ()
+    args: Sequence[Any] = ()
+    jaxpr: Any = None
+    if found is not None:
+        local = found.f_locals
+        entry = _books.get(local.get("fun"))
+        if entry is None:
+            return  # another jit's compile (one of ours staged into it compiles with it)
+        params = local.get("p")
+        jaxpr = None if params is None else params.params.get("jaxpr")
+        names = () if params is None else params.arg_names
+        args = local.get("args_flat") or ()
+    else:
+        entry = _local.compiling
+        if entry is None:
+            return
+    book, ledger, owner = entry
+    placed = _placements(names, args)
+    with book.lock:
+        book.count += 1
+        if jaxpr is None:
+            return
+        number = book.jaxprs.get(jaxpr)
+        if number is None:  # the compile of a new trace
+            book.jaxprs[jaxpr] = ledger.used
+            book.by_trace.setdefault(ledger.used, []).append(placed)
+            return
+        earlier = book.by_trace.setdefault(number, [])
+        cause = _cause(earlier[-1], placed) if earlier else "not visible"
+        earlier.append(placed)
+        count = book.count
+    _report(owner(), number, count, cause)
+
+
+def _report(owner: Any, number: int, count: int, cause: str) -> None:
+    if owner is None or not logger.isEnabledFor(logging.INFO):
+        return
+    where = report.function_location(owner.function)
+    heading = report.function_name(owner.function) + (f" ({where})" if where else "")
+    logger.info(
+        "%s: XLA compiled again without a new trace (reusing trace #%d; compile %d of "
+        "this object, traces_used=%d): %s",
+        heading,
+        number,
+        count,
+        owner.traces_used,
+        cause,
+    )
+
+
+def count(book: Book) -> int:
+    with book.lock:
+        return book.count
+
+
+def would_compile(book: Book, number: int, call: Mapping[str, tuple[str, str]] | None) -> str:
+    """What ``explain`` says of a call that reuses trace ``number``: whether XLA has an
+    executable for its inputs' placements, as far as they can be known (``""``: it has).
+    ``call`` is `call_placements`'s, ``None`` where the arguments are abstract."""
+    with book.lock:
+        seen = list(book.by_trace.get(number, ()))
+    if call is None:
+        return "XLA may compile it again: where abstract arguments will be placed is not known."
+    if not seen:
+        return (
+            f"No compile of trace #{number} has been seen (made by lower, trace or "
+            "eval_shape?): XLA may compile."
+        )
+    for placed in seen:
+        if all(placed.get(path, key)[0] == key[0] for path, key in call.items()):
+            return ""
+    return (
+        "XLA would compile again without tracing (compiles_used counts it, the budget "
+        f"does not): {_cause(seen[-1], call)}."
+    )
+
+
+def call_placements(
+    arguments: Sequence[tuple[str, Any]],
+) -> dict[str, tuple[str, str]] | None:
+    """The placements of a call's array leaves by path (``batch['x']``), as `jax.jit`
+    names its flat arguments; ``None`` when any leaf is abstract (nothing is known)."""
+    tree_util: Any = jax.tree_util
+    flatten = tree_util.tree_flatten_with_path
+    keystr = tree_util.keystr
+    placed: dict[str, tuple[str, str]] = {}
+    for name, value in arguments:
+        for path, leaf in flatten(value)[0]:
+            if isinstance(leaf, jax.ShapeDtypeStruct):
+                return None
+            placed[name + keystr(path)] = placement(leaf)
+    return placed
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
