@@ -128,3 +128,27 @@ class TestCompilesUsed:
             "NamedSharding(mesh, spec)), with the spec x had when traced first (a trace on "
             "Auto axes does not record it)"
         )
+
+
+class TestExplainLines:
+    def test_a_first_call_is_not_called_a_trace_again(self):
+        step = bounded_jit(lambda x: x, max_traces=1)
+        head = str(step.explain(jnp.ones(3))).splitlines()[0]
+        assert head.endswith(
+            "this call would make the first trace: max_traces=1, traces_used=0; it would be "
+            "trace 1."
+        )
+
+    def test_the_this_call_line_drops_whole_leaves_never_half_a_name(self):
+        tree = {
+            "model": {"layers": [{"weight_" + "x" * 40: jnp.ones((3, 4))} for _ in range(6)]},
+            "activation": jnp.ones(()),
+        }
+        step = bounded_jit(lambda tree, cfg: 0, max_traces=1, static_argnames="cfg")
+        line = str(step.explain(tree, cfg="relu")).splitlines()[1]
+        assert len(line) <= 200
+        assert line == (
+            "No earlier trace to compare with. This call: tree['activation']: f32[], "
+            "... 5 more ..., tree...[5]['weight_" + "x" * 40 + "']: f32[3,4], "
+            "cfg: 'relu'"
+        )

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from tinax._src import compare
+from tinax._src import compare, elide
 from tinax._src.compare import Difference
 from tinax._src.errors import TraceBudgetError
 from tinax._src.record import TracedSignature
@@ -195,6 +195,8 @@ class Explanation:
             return head if not self.compiles else f"{head}\n{fit(self.compiles)}"
         if self.exceeds_budget:
             head = f"{where}: this call would exceed the trace budget: {budget}; it would be"
+        elif self.closest is None and self.traces_used == 0:
+            head = f"{where}: this call would make the first trace: {budget}; it would be"
         else:
             head = f"{where}: this call would trace again: {budget}; it would be"
         lines = [fit(f"{head} trace {self.attempt}.")]
@@ -259,7 +261,7 @@ def explanation_lines(
     a line; every line fits in `LINE_LIMIT` characters.
     """
     if best is None:
-        return [fit(f"No earlier trace to compare with. This call: {str(signature)[4:]}")]
+        return [_first_call_line(signature)]
     if not found:
         if compare.matches(best, signature):
             because = "its cache was emptied (jax.clear_caches() or clear_cache())"
@@ -292,6 +294,19 @@ def explanation_lines(
     if all(_on_self(difference) for difference in found):
         lines.append(fit(f"  self: {_SHARED_SELF}"))
     return lines
+
+
+def _first_call_line(signature: TracedSignature) -> str:
+    """``No earlier trace ... This call: x: f32[3], ...``: whole leaves dropped from the
+    middle when too long, never a name cut in two."""
+    head = "No earlier trace to compare with. This call: "
+    under = "" if signature.abstract_mesh.empty else f" under {signature.mesh}"
+    room = LINE_LIMIT - len(head) - len(under)
+    if room < 60:
+        under, room = "", LINE_LIMIT - len(head)
+    entries = [(leaf.path, leaf.text, leaf.kind == "static") for leaf in signature.leaves]
+    listed = elide.items(entries, room) if entries else "(no arguments)"
+    return fit(head + listed + under)
 
 
 _SHARED_SELF = (
