@@ -19,10 +19,11 @@ def path(text: str, limit: int) -> str:
     and as many of its last segments as fit, whole, with ``...`` between."""
     if len(text) <= limit:
         return text
-    parts = _PATH_PART.findall(text)
+    parts: list[str] = _PATH_PART.findall(text)
     if len(parts) < 2 or "".join(parts) != text:
         return tail(text, limit)
-    head, kept = parts[0], []
+    head: str = parts[0]
+    kept: list[str] = []
     room = limit - len(head) - 3
     for part in reversed(parts[1:]):
         if len(part) > room:
