@@ -42,7 +42,10 @@ class TestExplain:
         assert text[0].endswith(
             "this call would trace again: max_traces=2, traces_used=1; it would be trace 2."
         )
-        assert "  lr: weak-typed f32[] -> f32[] (weak type: a Python float became an array)" in text
+        assert (
+            "  lr: weak-typed f32[] -> f32[] (weak type: a Python float -> a typed f32 value "
+            "(an array or a NumPy scalar))"
+        ) in text
 
     def test_over_budget_says_so_and_matches_the_error(self):
         step = bounded_jit(lambda x: x, max_traces=1)

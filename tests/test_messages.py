@@ -92,9 +92,21 @@ class TestOneDifferenceOfEachKind:
     @pytest.mark.parametrize(
         ("before", "after", "line"),
         [
-            (0.1, jnp.float32(0.1), "weak-typed f32[] -> f32[] (weak type: a Python float became"),
-            (jnp.float32(0.1), 0.1, "f32[] -> weak-typed f32[] (weak type: an array became a Py"),
-            (3, jnp.int32(3), "weak-typed i32[] -> i32[] (weak type: a Python int became an a"),
+            (
+                0.1,
+                jnp.float32(0.1),
+                "weak-typed f32[] -> f32[] (weak type: a Python float -> a typed f32 value",
+            ),
+            (
+                jnp.float32(0.1),
+                0.1,
+                "f32[] -> weak-typed f32[] (weak type: a typed f32 value (an array or a NumPy",
+            ),
+            (
+                3,
+                jnp.int32(3),
+                "weak-typed i32[] -> i32[] (weak type: a Python int -> a typed i32 value",
+            ),
         ],
     )
     def test_weak_type(self, before, after, line):

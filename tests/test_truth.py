@@ -10,6 +10,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from tinax._src.observe import Budgets
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit, budgets
 
 
@@ -103,13 +104,16 @@ class TestCompilesUsed:
             step(replicated)
             step(replicated)
         assert (step.traces_used, step.compiles_used) == (1, 2)
-        [record] = [r for r in caplog.records if "without a new trace" in r.getMessage()]
+        found = [r for r in caplog.records if "without a new trace" in r.getMessage()]
+        assert len(found) == 1, [r.getMessage() for r in found]
+        [record] = found
         assert record.getMessage().endswith(
             "XLA compiled again without a new trace (reusing trace #1; compile 2 of this "
             "object, traces_used=1): input sharding changed: x: placed P('data',) -> placed P()"
         )
         assert str(step.explain(replicated)).count("\n") == 0  # compiled now: nothing to add
-        [row] = [line for line in str(budgets()).splitlines() if "test_truth.py" in line]
+        assert step in budgets()
+        row = str(Budgets([step])).splitlines()[1]
         assert row.split()[2:4] == ["1/1", "2"]
 
     def test_a_precompile_counts_its_compile(self):
@@ -151,4 +155,56 @@ class TestExplainLines:
             "No earlier trace to compare with. This call: tree['activation']: f32[], "
             "... 5 more ..., tree...[5]['weight_" + "x" * 40 + "']: f32[3,4], "
             "cfg: 'relu'"
+        )
+
+
+def _diff_lines(first, second):
+    step = bounded_jit(lambda x: 0, max_traces=1)
+    step(first)
+    return str(step.explain(second)).splitlines()[1:]
+
+
+class TestHintsPointTheRightWay:
+    def test_a_typed_key_against_raw_key_data_gets_the_one_key_api_fix(self):
+        lines = _diff_lines(jax.random.key(0), jax.random.PRNGKey(0))
+        assert lines == [
+            "Closest earlier trace: #1 (1 difference):",
+            "  x: key<fry>[] -> u32[2] (key: a typed key -> raw key data (key<fry>[] vs u32[2]))",
+            "How to fix:",
+            "  key: use one key API on every call: typed keys (jax.random.key) everywhere, or raw "
+            "key data everywhere (jax.random.key_data(key) where uint32 data is needed)",
+        ]
+
+    def test_a_threefry_key_against_an_rbg_key_gets_the_one_implementation_fix(self):
+        lines = _diff_lines(jax.random.key(0), jax.random.key(0, impl="rbg"))
+        assert (
+            lines[1]
+            == "  x: key<fry>[] -> key<rbg>[] (key: PRNG implementation key<fry> -> key<rbg>)"
+        )
+        assert lines[3].startswith("  key: make every key with one PRNG implementation")
+
+    def test_python_int_against_python_float_says_what_it_is_not_cast(self):
+        lines = _diff_lines(1, 1.0)
+        assert lines[1] == (
+            "  x: weak-typed i32[] -> weak-typed f32[] (dtype: a Python int -> a Python float "
+            "(weak types i32, f32))"
+        )
+        assert lines[3] == (
+            "  dtype: a Python int and a Python float are two weak types: pass one Python type "
+            "on every call (1.0, not 1), or an array of one dtype"
+        )
+
+    def test_a_numpy_scalar_is_not_called_an_array_made_from_a_python_float(self):
+        lines = _diff_lines(0.1, np.float64(0.1))
+        assert lines[1] == (
+            "  x: weak-typed f32[] -> f32[] (weak type: a Python float -> a typed f32 value "
+            "(an array or a NumPy scalar))"
+        )
+
+    def test_the_passing_fix_is_a_whole_sentence(self):
+        step = bounded_jit(lambda x, y: 0, max_traces=1)
+        step(jnp.ones(3), y=jnp.ones(3))
+        assert str(step.explain(jnp.ones(3), jnp.ones(3))).splitlines()[-1] == (
+            "  passing: pass each argument the same way on every call, positionally or by "
+            "keyword: JAX keys its cache on how each argument was passed, not only on its value"
         )

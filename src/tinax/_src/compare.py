@@ -23,6 +23,7 @@ from typing import Any, cast
 import attrs
 import jax
 
+from tinax._src import edge_hints
 from tinax._src.record import (
     Argument,
     Leaf,
@@ -55,7 +56,8 @@ HINTS = {
     "tree structure": "keep the tree structure fixed between calls "
     "(same keys, same lengths, None in the same places)",
     "passing": "pass each argument the same way on every call, positionally or by keyword: "
-    "JAX keys on which",
+    "JAX keys its cache on how each argument was passed, not only on its value",
+    "key": edge_hints.KEY_FIX,
     "new argument": _SAME_ARGUMENTS,
     "missing argument": _SAME_ARGUMENTS,
 }
@@ -77,7 +79,8 @@ class Difference:
             one of ``shape``, ``dtype``, ``weak type``, ``sharding``, ``type``,
             ``static value``, ``static equality``, ``static field``,
             ``tree structure``, ``passing``, ``new argument``,
-            ``missing argument``, ``mesh``, ``config``.
+            ``missing argument``, ``mesh``, ``config``, ``key`` (a typed PRNG key
+            against raw key data, or another PRNG implementation).
         detail: The parenthesized description in the printed line.
         fix: A fix specific to this difference, where there is one (else the
             usual fix for its kind, `hint`, applies).
@@ -179,16 +182,6 @@ def reused(history: Sequence[TracedSignature], new: TracedSignature) -> TracedSi
 # --- where do they differ? -----------------------------------------------------------------
 
 
-def _python_scalar(dtype: str | None) -> str:
-    if dtype == "bool":
-        return "bool"
-    if dtype and dtype[0] in "iu":
-        return "int"
-    if dtype and dtype[0] == "c":
-        return "complex"
-    return "float"
-
-
 def _placement(leaf: Leaf) -> str:
     if leaf.mesh is None:
         return "no mesh"
@@ -216,6 +209,11 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
         if old.kind == new.kind and old.text == new.text:
             return None
         return Difference(path, old.text, new.text, ("type",), "not an array")
+    special = edge_hints.key_difference(path, old, new) or edge_hints.weak_scalars_difference(
+        path, old, new
+    )
+    if special is not None:
+        return special
     kinds: list[str] = []
     details: list[str] = []
     for kind, changed in (
@@ -229,13 +227,7 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
             details.append(kind)
     fix = None
     if old.weak_type != new.weak_type:
-        scalar = _python_scalar(old.dtype if old.weak_type else new.dtype)
-        became = (
-            f"a Python {scalar} became an array"
-            if old.weak_type
-            else f"an array became a Python {scalar}"
-        )
-        details[kinds.index("weak type")] = f"weak type: {became}"
+        details[kinds.index("weak type")] = f"weak type: {edge_hints.weak_flip(old, new)}"
     if "sharding" in kinds:
         fix = _placement_fix(old, new)
         if old.text == new.text:  # the types print alike: say where

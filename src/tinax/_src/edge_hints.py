@@ -1,0 +1,86 @@
+"""Differences whose usual fix points the wrong way: PRNG keys, Python scalars.
+
+A typed PRNG key and raw key data (``jax.random.PRNGKey``'s ``uint32[2]``)
+differ in shape and dtype, but neither padding nor a cast makes them one: the
+fix is one key API. Two Python scalars of different types (``1`` and ``1.0``)
+differ in dtype, but the user never cast anything: they wrote another literal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tinax._src.compare import Difference
+    from tinax._src.record import Leaf
+
+KEY_FIX = (
+    "use one key API on every call: typed keys (jax.random.key) everywhere, or raw key "
+    "data everywhere (jax.random.key_data(key) where uint32 data is needed)"
+)
+IMPL_FIX = (
+    "make every key with one PRNG implementation: jax.random.key(seed, impl=...) with "
+    "the same impl (or the jax_default_prng_impl config) on every call"
+)
+
+
+def _is_key(dtype: str | None) -> bool:
+    return dtype is not None and dtype.startswith("key<")
+
+
+def key_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
+    """The difference of two leaves of which at least one is a typed PRNG key, or
+    ``None`` if neither is one."""
+    from tinax._src.compare import Difference
+
+    if not (_is_key(old.dtype) or _is_key(new.dtype)):
+        return None
+    if _is_key(old.dtype) and _is_key(new.dtype):
+        if old.dtype != new.dtype:  # threefry against rbg: another implementation
+            detail = f"key: PRNG implementation {old.dtype} -> {new.dtype}"
+            return Difference(path, old.text, new.text, ("key",), detail, fix=IMPL_FIX)
+        return None  # same implementation: shapes and the rest differ as for arrays
+    typed, raw = (old, new) if _is_key(old.dtype) else (new, old)
+    order = "a typed key -> raw key data" if typed is old else "raw key data -> a typed key"
+    detail = f"key: {order} ({typed.text} vs {raw.text})"
+    return Difference(path, old.text, new.text, ("key",), detail, fix=KEY_FIX)
+
+
+_PYTHON = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex"}
+
+
+def python_scalar(dtype: str | None) -> str:
+    """The Python type a weak-typed scalar of this dtype came from."""
+    return _PYTHON.get((dtype or "f")[0], "float")
+
+
+def weak_scalars_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
+    """Two weak-typed scalars of different dtypes: Python literals of two types
+    (``1`` and ``1.0``), or ``None`` where that is not the case."""
+    from tinax._src.compare import Difference
+
+    if not (old.weak_type and new.weak_type) or old.dtype == new.dtype:
+        return None
+    if old.shape != new.shape:
+        return None
+    before, after = python_scalar(old.dtype), python_scalar(new.dtype)
+    if before == after:
+        return None
+    detail = f"dtype: a Python {before} -> a Python {after} (weak types {old.dtype}, {new.dtype})"
+    fix = (
+        f"a Python {before} and a Python {after} are two weak types: pass one Python type on "
+        f"every call ({'1.0, not 1' if after == 'float' or before == 'float' else 'one literal'})"
+        ", or an array of one dtype"
+    )
+    return Difference(path, old.text, new.text, ("dtype",), detail, fix=fix)
+
+
+def weak_flip(old: Leaf, new: Leaf) -> str:
+    """What a weak-type change says: a Python scalar on one side, and on the other a
+    typed value, which may be an array or a NumPy scalar (a trace cannot tell)."""
+    scalar = python_scalar(old.dtype if old.weak_type else new.dtype)
+    typed = new if old.weak_type else old
+    value = f"a typed {typed.dtype} value (an array or a NumPy scalar)"
+    if old.weak_type:
+        return f"a Python {scalar} -> {value}"
+    return f"{value} -> a Python {scalar}"
