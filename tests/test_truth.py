@@ -208,3 +208,52 @@ class TestHintsPointTheRightWay:
             "  passing: pass each argument the same way on every call, positionally or by "
             "keyword: JAX keys its cache on how each argument was passed, not only on its value"
         )
+
+
+class Box:
+    def __init__(self, x, aux):
+        self.x, self.aux = x, aux
+
+
+jax.tree_util.register_pytree_node(
+    Box, lambda box: ((box.x,), box.aux), lambda aux, children: Box(children[0], aux)
+)
+
+
+class TestPathsOfStaticParts:
+    def test_a_custom_node_s_aux_data_change_never_reads_as_a_child_index(self):
+        step = bounded_jit(lambda tree: 0, max_traces=2)
+        step(Box(jnp.ones(3), ("a", 1)))
+        lines = str(step.explain(Box(jnp.ones(3), ("a", 2)))).splitlines()
+        assert lines[2] == (
+            "  tree (aux data of Box): ('a', 1) -> ('a', 2) (static field: part of the tree "
+            "structure)"
+        )
+
+    def test_the_history_shows_a_row_for_aux_data_that_differs_between_traces(self):
+        step = bounded_jit(lambda tree: 0, max_traces=3)
+        for aux in (("a", 1), ("a", 2), ("a", 2)):
+            step(Box(jnp.ones(3), aux))
+        step(Box(jnp.ones(3), ("b", 0)))
+        table = str(step.traced_signatures).splitlines()
+        assert table[2].split("  ")[0] == "* tree (aux data of Box)"
+        assert [cell for cell in table[2].split("  ") if cell][1:] == [
+            "('a', 1)",
+            "('a', 2)",
+            "('b', 0)",
+        ]
+
+    def test_the_history_shows_a_row_for_a_dataclass_static_field(self):
+        import dataclasses
+
+        @jax.tree_util.register_dataclass
+        @dataclasses.dataclass
+        class Layer:
+            w: jax.Array
+            scale: float = dataclasses.field(metadata={"static": True})
+
+        step = bounded_jit(lambda layer: 0, max_traces=2)
+        step(Layer(jnp.ones(2), 1.0))
+        step(Layer(jnp.ones(2), 2.0))
+        rows = str(step.traced_signatures).splitlines()
+        assert "* layer.scale (static field)  1.0     2.0" in rows

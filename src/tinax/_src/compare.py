@@ -499,9 +499,17 @@ def _aux_differences(
                     Difference(path + name, ABSENT, value_text(value), ("static field",), detail)
                 )
         return found  # empty: only the children's names changed, found by the walk
-    return static_differences(
-        path, old_aux, new_aux, detail=detail, kind="static field", strict=False, depth=1
-    ) or [Difference(path, value_text(old_aux), value_text(new_aux), ("static field",), detail)]
+    # Parts without names: the whole auxiliary data, on a path that cannot read as a child.
+    where = f"{path} (aux data of {getattr(kind, '__name__', 'node')})"
+    return [
+        Difference(
+            where,
+            value_text(old_aux),
+            value_text(new_aux),
+            ("static field",),
+            "static field: part of the tree structure",
+        )
+    ]
 
 
 def _tree_differences(

@@ -427,6 +427,7 @@ def history_table(history: Sequence[TracedSignature]) -> str:
     for name, cells in extra.items():
         if any(cell not in ("-", "no mesh") for cell in cells):
             rows[name] = cells
+    rows.update(_static_field_rows(history))
     for name in dict.fromkeys(name for signature in history for name, _ in signature.config):
         cells = [dict(signature.config).get(name, "-") for signature in history]
         if len(set(cells)) > 1:
@@ -464,6 +465,34 @@ def history_table(history: Sequence[TracedSignature]) -> str:
 
 
 _MAX_CELL = 60
+
+
+def _static_field_rows(history: Sequence[TracedSignature]) -> dict[str, list[str]]:
+    """Rows for the static fields and auxiliary data of pytree nodes that differ between
+    consecutive traces (they are part of the tree structure, not leaves): each
+    trace's value, carried over from a neighbour where that pair did not differ."""
+    rows: dict[str, list[str | None]] = {}
+    count = len(history)
+    for index in range(1, count):
+        try:
+            found = compare.differences(history[index - 1], history[index])
+        except Exception:  # a table for a person must print whatever the history holds
+            continue
+        for difference in found:
+            if "static field" not in difference.kinds:
+                continue
+            path = difference.path
+            name = path if path.endswith(")") else f"{path} (static field)"
+            cells = rows.setdefault(name, [None] * count)
+            cells[index - 1], cells[index] = difference.before, difference.after
+    filled: dict[str, list[str]] = {}
+    for name, cells in rows.items():
+        for index in range(1, count):  # equal to the neighbour where no difference was found
+            cells[index] = cells[index] if cells[index] is not None else cells[index - 1]
+        for index in range(count - 2, -1, -1):
+            cells[index] = cells[index] if cells[index] is not None else cells[index + 1]
+        filled[name] = [cell if cell is not None else "-" for cell in cells]
+    return filled
 
 
 def _facts_table(history: Sequence[TracedSignature]) -> list[str]:
