@@ -41,7 +41,8 @@ def explicit_mesh8():
 
 @pytest.fixture(autouse=True)
 def _messages_fit_in_200_characters(monkeypatch):
-    """Every error, explain report and history table any test produces: no line over 200."""
+    """Every error, explain report, history table and budgets() table any test produces:
+    no line over 200."""
     from tinax._src import report
 
     def checked(text):
@@ -59,3 +60,8 @@ def _messages_fit_in_200_characters(monkeypatch):
     monkeypatch.setattr(report.TraceBudgetError, "__init__", init)
     monkeypatch.setattr(report.Explanation, "__str__", lambda self: checked(explanation_str(self)))
     monkeypatch.setattr(report, "history_table", lambda history: checked(table(history)))
+
+    from tinax._src import registry_table  # budgets(): every row of the registry too
+
+    registry = registry_table.table
+    monkeypatch.setattr(registry_table, "table", lambda *args: checked(registry(*args)))

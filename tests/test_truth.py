@@ -257,3 +257,60 @@ class TestPathsOfStaticParts:
         step(Layer(jnp.ones(2), 2.0))
         rows = str(step.traced_signatures).splitlines()
         assert "* layer.scale (static field)  1.0     2.0" in rows
+
+
+class TestLongRuns:
+    def test_under_warn_with_logging_on_an_overrun_is_printed_once_in_full(self, caplog):
+        step = bounded_jit(lambda x: x, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3))
+        with caplog.at_level(logging.WARNING, logger="tinax"), pytest.warns(Warning) as caught:
+            step(jnp.ones(4))
+        [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+        message = record.getMessage()
+        assert "\n" not in message
+        assert message.endswith(
+            "trace 2 is over max_traces=1 and runs (on_exceed='warn'); x: f32[3] -> f32[4] "
+            "(shape); the TraceBudgetWarning emitted now has the diagnosis."
+        )
+        [warning] = caught
+        assert "How to fix:" in str(warning.message)
+
+    def test_budgets_merges_objects_for_one_function_built_at_one_place(self):
+        def train_step(x):
+            return x
+
+        steps = [bounded_jit(train_step, max_traces=1) for _ in range(2)]
+        for step in steps:
+            step(jnp.ones(3))
+        header, *rows = str(Budgets(steps)).splitlines()
+        assert header.split()[:4] == ["function", "location", "traces", "compiles"]
+        [row] = rows
+        assert row.startswith("...<locals>.train_step (x2)  ")
+        assert row.split()[3:5] == ["2/2", "2"]
+
+    def test_budgets_shows_where_objects_were_built_when_rows_would_read_alike(self):
+        def train_step(x):
+            return x
+
+        first = bounded_jit(train_step, max_traces=1)
+        second = bounded_jit(train_step, max_traces=1)
+        header, one, two = str(Budgets([first, second])).splitlines()
+        assert header.split()[:4] == ["function", "location", "built", "at"]
+        assert one.split()[2] != two.split()[2]
+
+    def test_a_long_nested_name_keeps_its_tail(self):
+        def a_step_function_with_a_rather_long_name(x):
+            return x
+
+        step = bounded_jit(a_step_function_with_a_rather_long_name, max_traces=1)
+        name = str(Budgets([step])).splitlines()[1].split()[0]
+        assert name == "...<locals>.a_step_function_with_a_rather_long_name"
+
+    def test_the_last_retrace_column_is_cut_at_a_word_within_200_characters(self):
+        step = bounded_jit(lambda x, tag: x, max_traces=2, static_argnames="tag")
+        step(jnp.ones(3), tag="a" * 30)
+        step(jnp.ones(3), tag="a b c d e f g h " * 20)
+        row = str(Budgets([step])).splitlines()[1]
+        assert len(row) <= 200
+        assert row.endswith(" ...")
+        assert " -> 'a b c d e f g h" in row

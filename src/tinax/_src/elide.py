@@ -43,14 +43,14 @@ def tail(text: str, limit: int) -> str:
     if "." in text:
         parts = text.split(".")
         kept: list[str] = []
-        room = limit - 4
+        room = limit - 2
         for part in reversed(parts):
             if len(part) + 1 > room:
                 break
             kept.insert(0, part)
             room -= len(part) + 1
         if kept:
-            return "..." + "." + ".".join(kept)
+            return "..." + ".".join(kept)
     return "..." + text[len(text) - (limit - 3) :]
 
 

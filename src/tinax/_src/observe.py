@@ -46,7 +46,7 @@ import attrs
 import jax
 import jax.monitoring
 
-from tinax._src import compare, report
+from tinax._src import compare, elide, registry_table, report
 from tinax._src.errors import TraceBudgetError, TraceBudgetWarning
 from tinax._src.validation import ON_EXCEED, OnExceed, check_on_exceed
 
@@ -405,18 +405,6 @@ class Budgets(tuple[Any, ...]):
         return budgets_table(self)
 
 
-_MAX_CAUSE = 70
-_MAX_NAME = 40
-
-
-def _seconds(total: float, any_fact: bool) -> str:
-    return report.duration(total if any_fact else None)
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
     """The first difference of the latest retrace from its closest earlier trace."""
     if len(history) < 2:
@@ -432,46 +420,18 @@ def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
 
 
 def budgets_table(objects: Sequence[Any]) -> str:
-    """One row per object: function, location, traces/budget, trace and compile time,
-    last retrace cause."""
-    if not objects:
-        return "no live budgeted objects"
-    header = [
-        "function",
-        "location",
-        "traces",
-        "compiles",
-        "trace time",
-        "compile time",
-        "last retrace",
-    ]
-    rows = [header]
-    for owner in objects:
-        history = owner.traced_signatures
-        used, budget = owner.traces_used, owner.max_traces
-        traces = f"{used}/{budget}" + (" over" if used > budget else "")
-        rows.append(
-            [
-                _cut(report.function_name(owner.function), _MAX_NAME),
-                report.function_location(owner.function) or "?",
-                traces,
-                str(getattr(owner, "compiles_used", "?")),
-                _seconds(
-                    sum(entry.trace_seconds or 0.0 for entry in history),
-                    any(entry.trace_seconds is not None for entry in history),
-                ),
-                _seconds(
-                    sum(entry.compile_seconds or 0.0 for entry in history),
-                    any(entry.compile_seconds is not None for entry in history),
-                ),
-                _cut(last_retrace_cause(history), _MAX_CAUSE),
-            ]
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
-    return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    )
+    """One row per function and place built: function, location, traces/budget,
+    compiles, trace and compile time, last retrace cause (`registry_table`)."""
+    return registry_table.table(objects, _built_at, last_retrace_cause)
+
+
+def _built_at(owner: Any) -> str:
+    """``file:line`` where the user's code built ``owner``, or ``?``."""
+    birth = getattr(getattr(owner, "_ledger", None), "birth", None)
+    if not birth:
+        return "?"
+    (filename, line) = birth[0]
+    return f"{_shown(filename)}:{line}"
 
 
 # --- rebuilt wrappers ----------------------------------------------------------------------
@@ -663,8 +623,8 @@ def overrun(
         return
     error = report.budget_error(function, max_traces, used, attempt, history, call)
     message = _overrun_message(str(error), _outcome(policy))
-    if logged:
-        logger.warning("%s", message)
+    if logged:  # under "warn", one line: the warning carries the diagnosis (issue 19)
+        logger.warning("%s", message if policy != "warn" else _pointer(error))
     if policy == "warn":
         _warn(
             TraceBudgetWarning(
@@ -678,6 +638,20 @@ def overrun(
                 differences=error.differences,
             )
         )
+
+
+def _pointer(error: TraceBudgetError) -> str:
+    """The one-line record of an overrun whose diagnosis a `TraceBudgetWarning` carries."""
+    where = f" ({error.location})" if error.location else ""
+    first = f"; {error.differences[0]}" if error.differences else ""
+    more = f" (+{len(error.differences) - 1} more)" if len(error.differences) > 1 else ""
+    head = (
+        f"{elide.tail(error.function_name, 60)}{where}: trace {error.traces_used + 1} is over max_traces="
+        f"{error.max_traces} and runs (on_exceed='warn')"
+    )
+    tail = "; the TraceBudgetWarning emitted now has the diagnosis."
+    room = max(report.LINE_LIMIT - len(head) - len(tail), 20)
+    return head + elide.words(first + more, room) + tail
 
 
 def _overrun_message(text: str, outcome: str) -> str:
