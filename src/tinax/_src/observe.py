@@ -645,8 +645,9 @@ def _pointer(error: TraceBudgetError) -> str:
     where = f" ({error.location})" if error.location else ""
     first = f"; {error.differences[0]}" if error.differences else ""
     more = f" (+{len(error.differences) - 1} more)" if len(error.differences) > 1 else ""
+    name = elide.tail(error.function_name, 60)
     head = (
-        f"{elide.tail(error.function_name, 60)}{where}: trace {error.traces_used + 1} is over max_traces="
+        f"{name}{where}: trace {error.traces_used + 1} is over max_traces="
         f"{error.max_traces} and runs (on_exceed='warn')"
     )
     tail = "; the TraceBudgetWarning emitted now has the diagnosis."
