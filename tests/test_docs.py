@@ -65,6 +65,21 @@ RETURN_TYPES = {
 }
 
 
+# Where the published prose is false on the JAX we support (issue 19): jax.jit 0.10.2 raises
+# for overlapping and unknown argnames when it wraps, and accepts duplicates silently. Our
+# docstring says precisely what tinax adds instead.
+PROSE_CORRECTIONS = {
+    "static_argnames/donate_argnames overlap or duplication is caught here; raw jax.jit only "
+    "raises on first invocation, which can be arbitrarily deep in a loop. ": (
+        "static_argnames/donate_argnames overlap or duplication is caught here. Raw jax.jit "
+        "(0.10.2) raises for overlapping and unknown argnames when it wraps too, but accepts "
+        'duplicates (("x", "x")), a boolean argnum and a set silently; and it checks an '
+        "in_shardings tuple's length, device and backend only on the first call, which can be "
+        "arbitrarily deep in a loop: all of these are checked here. "
+    ),
+}
+
+
 def words(text):
     """Text with every run of whitespace made one space."""
     return " ".join(text.split())
@@ -307,6 +322,8 @@ class TestPublishedJitPage:
     def test_summary_and_why_paragraphs_are_shown(self, jit_page, name):
         text = words("".join(generated(jit_page, name)["text"]))
         for paragraph in FUNCTIONS[name]["prose"]:
+            for false, true in PROSE_CORRECTIONS.items():
+                paragraph = paragraph.replace(false, true)
             assert paragraph in text
 
     @pytest.mark.parametrize("name", FUNCTIONS)

@@ -171,9 +171,9 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     static_argnames/donate_argnames overlap or duplication is caught here. Raw
     jax.jit (0.10.2) raises for overlapping and unknown argnames when it wraps
     too, but accepts duplicates (``("x", "x")``), a boolean argnum and a set
-    silently; and it checks an ``in_shardings`` tuple's length, ``device``,
-    ``backend`` and hashable ``compiler_options`` only on the first call, which
-    can be arbitrarily deep in a loop: all of these are checked here. An
+    silently; and it checks an ``in_shardings`` tuple's length, ``device`` and
+    ``backend`` only on the first call, which can be arbitrarily deep in a
+    loop: all of these are checked here. An
     optional mesh is entered around every call, removing the need for every
     call site to remember ``with jax.set_mesh(mesh):``.
 
