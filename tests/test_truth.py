@@ -314,3 +314,50 @@ class TestLongRuns:
         assert len(row) <= 200
         assert row.endswith(" ...")
         assert " -> 'a b c d e f g h" in row
+
+
+class TestEdgeInputs:
+    def test_explain_of_a_donated_buffer_says_the_call_would_raise(self):
+        step = bounded_jit(lambda x: x + 1, max_traces=1, donate_argnums=0)
+        x = jnp.ones(3)
+        step(x)
+        explanation = step.explain(x)
+        assert explanation.raises == (
+            "RuntimeError or ValueError: x is a deleted array (donated to an earlier call, or "
+            "deleted); pass a live array"
+        )
+        assert explanation.reuses is None
+
+    def test_a_python_bool_against_a_python_int_is_not_a_cast(self):
+        lines = _diff_lines(True, 1)
+        assert lines[1] == (
+            "  x: bool[] -> weak-typed i32[] (dtype: a bool (True/False or a bool array) -> a "
+            "Python int)"
+        )
+        assert lines[3].startswith("  dtype: a bool is typed bool[] (never weak)")
+
+    def test_a_typed_number_against_a_python_number_keeps_the_weak_type_hint(self):
+        lines = _diff_lines(np.int32(1), 1)
+        assert lines[1] == (
+            "  x: i32[] -> weak-typed i32[] (weak type: a typed i32 value (an array or a NumPy "
+            "scalar) -> a Python int)"
+        )
+
+    def test_a_reused_trace_on_a_2x4_auto_mesh_with_another_spec_would_compile_again(self):
+        mesh = jax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Auto, AxisType.Auto))
+        step = batched_jit(lambda x: x * 2, max_traces=1, mesh=mesh)
+        batch = np.ones((8, 8), np.float32)
+        step(jax.device_put(batch, NamedSharding(mesh, P("a"))))
+        by_b = jax.device_put(batch, NamedSharding(mesh, P("b")))
+        assert (
+            str(step.explain(by_b))
+            .splitlines()[1]
+            .endswith("input sharding changed: x: placed P('a',) -> placed P('b',).")
+        )
+        step(by_b)
+        assert (step.traces_used, step.compiles_used) == (1, 2)
+
+    def test_an_object_staged_into_an_outer_jit_compiles_nothing_itself(self):
+        inner = bounded_jit(lambda x: x * 2, max_traces=1)
+        jax.jit(lambda x: inner(x) + 1)(jnp.ones(3))
+        assert (inner.traces_used, inner.compiles_used) == (1, 0)

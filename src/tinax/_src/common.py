@@ -229,8 +229,17 @@ class BudgetedMixin:
         """
         known = self._signature.get()
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
-        rejected = self._under_mesh(rejections.rejection, self._probe.get(), args, kwargs)
-        raises = None if rejected is None else rejections.describe(rejected)
+        named = [
+            (name, value)
+            for name, _, value, _, static in record.named_arguments(
+                known, self._static, args, kwargs
+            )
+            if not static
+        ]
+        raises = rejections.deleted(named)
+        if raises is None:
+            rejected = self._under_mesh(rejections.rejection, self._probe.get(), args, kwargs)
+            raises = None if rejected is None else rejections.describe(rejected)
         history, used, attempt, cleared = self._ledger.snapshot()
         explanation = report.explain(
             self.function,
@@ -244,15 +253,7 @@ class BudgetedMixin:
         )
         if explanation.reuses is None:
             return explanation
-        placed = compiles.call_placements(
-            [
-                (name, value)
-                for name, _, value, _, static in record.named_arguments(
-                    known, self._static, args, kwargs
-                )
-                if not static
-            ]
-        )
+        placed = compiles.call_placements(named)
         note = compiles.would_compile(self._compiles[0], explanation.reuses.number, placed)
         return attrs.evolve(explanation, compiles=note)
 

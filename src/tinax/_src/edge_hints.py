@@ -59,20 +59,40 @@ def weak_scalars_difference(path: str, old: Leaf, new: Leaf) -> Difference | Non
     (``1`` and ``1.0``), or ``None`` where that is not the case."""
     from tinax._src.compare import Difference
 
-    if not (old.weak_type and new.weak_type) or old.dtype == new.dtype:
+    if old.dtype == new.dtype or old.shape != new.shape or old.shape != ():
         return None
-    if old.shape != new.shape:
+    if not (old.weak_type or new.weak_type):
         return None
+    if not (old.weak_type or old.dtype == "bool") or not (new.weak_type or new.dtype == "bool"):
+        return None  # a typed number against a Python scalar: a cast is the fix
     before, after = python_scalar(old.dtype), python_scalar(new.dtype)
     if before == after:
         return None
-    detail = f"dtype: a Python {before} -> a Python {after} (weak types {old.dtype}, {new.dtype})"
-    fix = (
-        f"a Python {before} and a Python {after} are two weak types: pass one Python type on "
-        f"every call ({'1.0, not 1' if after == 'float' or before == 'float' else 'one literal'})"
-        ", or an array of one dtype"
+    detail = (
+        f"dtype: {_scalar_text(old)} -> {_scalar_text(new)} (weak types {old.dtype}, {new.dtype})"
+        if old.weak_type and new.weak_type
+        else f"dtype: {_scalar_text(old)} -> {_scalar_text(new)}"
     )
+    if old.weak_type and new.weak_type:
+        example = "1.0, not 1" if "float" in (before, after) else "one kind of literal"
+        fix = (
+            f"a Python {before} and a Python {after} are two weak types: pass one Python type "
+            f"on every call ({example}), or an array of one dtype"
+        )
+    else:
+        fix = (
+            "a bool is typed bool[] (never weak), a Python number is weak-typed: pass one "
+            "type on every call (True/False or 0/1), or an array of one dtype"
+        )
     return Difference(path, old.text, new.text, ("dtype",), detail, fix=fix)
+
+
+def _scalar_text(leaf: Leaf) -> str:
+    """A scalar as the user wrote it: a Python number (weak-typed), or a bool, which
+    JAX types strongly whether it is Python's ``True`` or an array."""
+    if leaf.weak_type:
+        return f"a Python {python_scalar(leaf.dtype)}"
+    return "a bool (True/False or a bool array)"
 
 
 def weak_flip(old: Leaf, new: Leaf) -> str:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import jax
 
 from tinax._src.validation import LazySignature
 
@@ -89,6 +91,28 @@ def rejection(
         return None
     except Exception as error:
         return error
+    return None
+
+
+def deleted(arguments: Sequence[tuple[str, Any]]) -> str | None:
+    """The ``raises`` text of a call with a deleted array among ``(name, value)``
+    arguments (donated to an earlier call, or deleted), or ``None``: JAX refuses
+    it, with a `RuntimeError` where it traces and a `ValueError` where it runs a
+    compiled call, so both are named."""
+    tree_util: Any = jax.tree_util
+    for name, value in arguments:
+        for path, leaf in tree_util.tree_flatten_with_path(value)[0]:
+            is_deleted = getattr(leaf, "is_deleted", None)
+            try:
+                gone = isinstance(leaf, jax.Array) and callable(is_deleted) and is_deleted()
+            except Exception:
+                gone = False
+            if gone:
+                where = name + tree_util.keystr(path)
+                return (
+                    f"RuntimeError or ValueError: {where} is a deleted array (donated to an "
+                    "earlier call, or deleted); pass a live array"
+                )
     return None
 
 
