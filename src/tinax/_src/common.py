@@ -75,10 +75,9 @@ def build(
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    inner = rejections.stand_in(function, signature)
-    probe = inner if around is None else around(inner)
+    probe = _Probe(function, signature, around, jit)  # built when first needed
     counted = budget.counted(
-        traced, ledger, max_traces, signature, statics, function, rejects=probe
+        traced, ledger, max_traces, signature, statics, function, rejects=probe.traced
     )
     jitted = jit(counted)
     setattr_(owner, "_ledger", ledger)
@@ -86,26 +85,48 @@ def build(
     setattr_(owner, "_static", statics)
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
-    setattr_(owner, "_probe", _LazyJit(jit, probe))
+    setattr_(owner, "_probe", probe)
     setattr_(owner, "_compiles", compiles.register(counted, ledger, owner))
     _present(owner, function)
     observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
 
-class _LazyJit:
-    """``jit(function)``, built when first asked for (``explain`` only)."""
+class _Probe:
+    """The stand-in for the function (`rejections.stand_in`) through the object's own
+    pipeline (``around``: its `jax.vmap`), and its ``jit``; both built when first
+    needed (an overrun, ``explain``), never at wrap time."""
 
-    __slots__ = ("_built", "_function", "_jit")
+    __slots__ = ("_around", "_function", "_jit", "_jitted", "_signature", "_traced")
 
-    def __init__(self, jit: Callable[[Callable[..., Any]], Any], function: Callable[..., Any]):
-        self._jit = jit
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        signature: validation.LazySignature,
+        around: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
+        jit: Callable[[Callable[..., Any]], Any],
+    ) -> None:
         self._function = function
-        self._built: Any = None
+        self._signature = signature
+        self._around = around
+        self._jit = jit
+        self._traced: Callable[..., Any] | None = None
+        self._jitted: Any = None
+
+    def _built(self) -> Callable[..., Any]:
+        if self._traced is None:
+            inner = rejections.stand_in(self._function, self._signature)
+            self._traced = inner if self._around is None else self._around(inner)
+        return self._traced
+
+    def traced(self, *args: Any, **kwargs: Any) -> Any:
+        """Runs the stand-in inside a trace: raises what the call would raise."""
+        return self._built()(*args, **kwargs)
 
     def get(self) -> Any:
-        if self._built is None:
-            self._built = self._jit(self._function)
-        return self._built
+        """The stand-in, jitted with the object's options (``explain``)."""
+        if self._jitted is None:
+            self._jitted = self._jit(self._built())
+        return self._jitted
 
 
 def _read(function: object, name: str, default: object) -> object:
@@ -176,7 +197,7 @@ class BudgetedMixin:
     _signature: validation.LazySignature
     _static: jit_options.Statics
     _jitted: Any
-    _probe: _LazyJit
+    _probe: _Probe
     _compiles: compiles.Entry
     _call: Callable[..., Any]
     function: Callable[..., Any]

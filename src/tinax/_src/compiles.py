@@ -59,8 +59,7 @@ class Book:
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
 
 
-_books: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-_books_lock = threading.Lock()
+_ATTRIBUTE = "_tinax_compiles"  # on the counted function: the entry of its object
 
 
 Entry = tuple[Book, Any, Callable[[], Any]]
@@ -70,8 +69,7 @@ def register(counted: Callable[..., Any], ledger: Any, owner: Any) -> Entry:
     """Gives the object whose counted function is ``counted`` a compile book;
     returns ``(book, ledger, weak reference to the object)``."""
     entry = (Book(), ledger, weakref.ref(owner))
-    with _books_lock:
-        _books[counted] = entry
+    setattr(counted, _ATTRIBUTE, entry)  # a plain function attribute: cheap to set and read
     return entry
 
 
@@ -173,7 +171,7 @@ def _count(frame: types.FrameType) -> None:
     jaxpr: Any = None
     if found is not None:
         local = found.f_locals
-        entry = _books.get(local.get("fun"))
+        entry = getattr(local.get("fun"), _ATTRIBUTE, None)
         if entry is None:
             return  # another jit's compile (one of ours staged into it compiles with it)
         params = local.get("p")

@@ -64,9 +64,14 @@ def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable
         wrapper.__qualname__ = function.__qualname__
     except Exception:
         pass
-    known = signature.get() if signature.known or _plain(function) else None
-    if known is not None:
-        wrapper.__signature__ = known  # JAX names the arguments in its errors from it
+    # JAX names the arguments in its errors from the signature: the function's, found
+    # through __wrapped__ when first needed (computing it here would slow every wrap).
+    if signature.known:
+        known = signature.get()
+        if known is not None:
+            wrapper.__signature__ = known
+    elif _plain(function):
+        wrapper.__wrapped__ = function
     return check
 
 
