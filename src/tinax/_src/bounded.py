@@ -43,6 +43,8 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
         traces_used: How many traces this object has made.
+        compiles_used: How many XLA compiles this object has caused, including
+            compiles without a new trace.
         traced_signatures: The abstract signature of each trace, oldest first.
     """
 
