@@ -361,3 +361,13 @@ class TestEdgeInputs:
         inner = bounded_jit(lambda x: x * 2, max_traces=1)
         jax.jit(lambda x: inner(x) + 1)(jnp.ones(3))
         assert (inner.traces_used, inner.compiles_used) == (1, 0)
+
+
+def test_the_this_call_line_fits_with_a_name_and_a_value_longer_than_the_limit():
+    step = bounded_jit(lambda tree, cfg: 0, max_traces=1, static_argnames="cfg")
+    tree = {"k" * 250: {"leaf": jnp.ones(2)}, "short": jnp.ones(3)}
+    line = str(step.explain(tree, cfg="v " * 150)).splitlines()[1]
+    assert len(line) <= 200
+    assert "tree['short']: f32[3]" in line
+    assert line.endswith(" ...")  # the value cut at a word, never the name
+    assert "cfg: 'v v v" in line
