@@ -53,7 +53,7 @@ class Book:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.count = 0
-        self.jaxprs: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self.jaxprs: weakref.WeakKeyDictionary[Any, int] | None = None  # at the first compile
         # trace number -> the placements ({path: (key, text)}) of each of its compiles
         self.by_trace: dict[int, list[dict[str, tuple[str, str]]]] = {}
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
@@ -188,6 +188,8 @@ def _count(frame: types.FrameType) -> None:
         book.count += 1
         if jaxpr is None:
             return
+        if book.jaxprs is None:
+            book.jaxprs = weakref.WeakKeyDictionary()
         number = book.jaxprs.get(jaxpr)
         if number is None:  # the compile of a new trace
             book.jaxprs[jaxpr] = ledger.used
