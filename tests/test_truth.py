@@ -371,3 +371,13 @@ def test_the_this_call_line_fits_with_a_name_and_a_value_longer_than_the_limit()
     assert "tree['short']: f32[3]" in line
     assert line.endswith(" ...")  # the value cut at a word, never the name
     assert "cfg: 'v v v" in line
+
+
+@pytest.mark.parametrize("budget", [1, 2], ids=["spent", "to-spare"])
+def test_a_deleted_array_with_a_new_shape_raises_jax_s_runtime_error(budget):
+    step = bounded_jit(lambda x: x + 1, max_traces=budget)
+    step(jnp.ones(3))
+    gone = jnp.ones(5)
+    gone.delete()
+    with pytest.raises(RuntimeError, match=r"^Array has been deleted with shape=float32\[5\]\."):
+        step(gone)

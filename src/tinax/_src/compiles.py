@@ -101,7 +101,7 @@ def _pjit_file() -> str:
 _PJIT_FILE = _pjit_file()
 
 
-def _jit_call_frame(frame: types.FrameType | None) -> types.FrameType | None:
+def jit_call_frame(frame: types.FrameType | None) -> types.FrameType | None:
     """The innermost `jax.jit` cache-miss frame above ``frame``, if any."""
     for _ in range(_MAX_FRAMES):
         if frame is None:
@@ -165,7 +165,7 @@ def _on_duration(event: str, duration_secs: float, **metadata: Any) -> None:
 
 
 def _count(frame: types.FrameType) -> None:
-    found = _jit_call_frame(frame)
+    found = jit_call_frame(frame)
     names: Sequence[str] = ()
     args: Sequence[Any] = ()
     jaxpr: Any = None

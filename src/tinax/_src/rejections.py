@@ -15,6 +15,7 @@ and runs only where a budget would refuse or warn, and in ``explain``.
 from __future__ import annotations
 
 import re
+import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -77,11 +78,34 @@ def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable
 
 def check_in_trace(traced_stand_in: Callable[..., Any], args: Any, kwargs: Any) -> None:
     """Inside a trace: raises the error the call would raise before the function's body
-    (binding, `jax.vmap`'s axis checks); returns if the call would reach the body."""
+    (binding, `jax.vmap`'s axis checks) or after the trace (a deleted array: JAX
+    checks the call's arrays once traced); returns if the call would succeed."""
     try:
         traced_stand_in(*args, **kwargs)
     except _Fits:
+        pass
+    _raise_if_deleted()
+
+
+def _raise_if_deleted() -> None:
+    """Raises JAX's `RuntimeError` for a deleted (donated) array among the arguments of
+    the `jax.jit` call being traced, read from that call's frame; a trace made by
+    ``lower``/``trace``/``eval_shape`` has none to read, and is let through."""
+    from tinax._src.compiles import jit_call_frame
+
+    frame = jit_call_frame(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+    if frame is None:
         return
+    tree_util: Any = jax.tree_util
+    call = (frame.f_locals.get("args", ()), frame.f_locals.get("kwargs", {}))
+    for leaf in tree_util.tree_leaves(call):
+        try:
+            gone = isinstance(leaf, jax.Array) and leaf.is_deleted()
+        except Exception:
+            gone = False
+        if gone:
+            shape = jax.typeof(leaf).str_short()
+            raise RuntimeError(f"Array has been deleted with shape={shape}.")
 
 
 def rejection(
