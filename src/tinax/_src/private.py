@@ -59,18 +59,14 @@ def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:
     return previous_abstract, previous_concrete
 
 
-def mesh_is_ambient(mesh: Mesh, abstract: Any) -> bool:
-    """Whether ``with jax.set_mesh(mesh):`` is already in effect (both of its contexts
-    hold exactly these objects). A few attribute reads: cheap enough for every call.
-
-    There is no public getter for the concrete mesh that works inside traces
-    (`jax.sharding.get_mesh` refuses there).
-    """
+def mesh_contexts() -> tuple[Any, Any]:
+    """JAX's two contexts that ``with jax.set_mesh(mesh):`` sets: the concrete mesh and
+    the abstract mesh. ``set_mesh(mesh)`` is in effect when their ``value`` is exactly
+    ``mesh`` and ``mesh.abstract_mesh``; ``value`` is a C getter, cheap enough for
+    every call, read in the caller's own frame. There is no public getter for the
+    concrete mesh that works inside traces (`jax.sharding.get_mesh` refuses there)."""
     config: Any = _jax_config
-    return (
-        config.device_context.value is mesh
-        and config.abstract_mesh_context_manager.value is abstract
-    )
+    return config.device_context, config.abstract_mesh_context_manager
 
 
 def restore_mesh(previous: tuple[Any, Any]) -> None:
