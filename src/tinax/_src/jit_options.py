@@ -90,8 +90,14 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
     """``None``, or an int or an ordered sequence of distinct ints (booleans rejected)."""
     if value is None:
         return None
-    expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
     kind = type(value)
+    if kind is tuple:  # the usual form, (1,) or (0, 2): checked at once
+        given = cast(tuple[object, ...], value)
+        if all(type(entry) is int for entry in given) and len(set(given)) == len(given):
+            return cast(tuple[int, ...], given)
+    elif kind is int:
+        return (cast(int, value),)
+    expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
     entries: tuple[object, ...]
     if issubclass(kind, int | np.integer) and not issubclass(kind, bool | np.bool_):
         entries = (value,)
