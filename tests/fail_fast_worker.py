@@ -10,11 +10,15 @@ calls `tinax.parallel.fail_fast`, and plays one scenario:
 - ``raise``: the last process raises a ``ValueError`` (in the main thread, or with
   ``--in-thread`` in another thread) while the others wait in a collective.
 - ``overrun``: the last process exceeds the trace budget of a process-local
-  object while the others wait in a collective.
+  object, and catches the `TraceBudgetError`, while the others wait in a collective.
 - ``short-batch``: an object whose mesh spans every process; on its second call
   process 1 feeds a shorter batch, the others the same batch as before.
 - ``local``: process 1 alone traces an object whose mesh lies on its own
-  devices, twice; everyone ends normally.
+  devices, twice; everyone ends normally (process 1 without calling
+  `jax.distributed.shutdown`: JAX's exit handler does it).
+- ``diverge``: as ``short-batch``, but process 0 feeds a longer batch: both
+  processes trace, with different signatures.
+- ``single``: a one-process job; then ``--raise-after`` raises as usual.
 
 Before the failure, the failing process prints ``FAILING AT <time.time()>``.
 """
@@ -29,7 +33,7 @@ import time
 LOCAL_DEVICES = 2
 INITIALIZATION_TIMEOUT_S = 60
 SHUTDOWN_TIMEOUT_S = 30
-BATCH, SHORT_BATCH, FEATURES = 16, 8, 3
+BATCH, SHORT_BATCH, LONG_BATCH, FEATURES = 16, 8, 24, 3
 
 
 def parse_args(argv=None):
@@ -40,6 +44,7 @@ def parse_args(argv=None):
     parser.add_argument("--scenario", required=True)
     parser.add_argument("--trace-timeout", type=float, default=30.0)
     parser.add_argument("--in-thread", action="store_true")
+    parser.add_argument("--raise-after", action="store_true")
     return parser.parse_args(argv)
 
 
@@ -97,7 +102,7 @@ def scenario_raise(args):
 def scenario_overrun(args):
     import jax.numpy as jnp
 
-    from tinax.jit import bounded_jit
+    from tinax.jit import TraceBudgetError, bounded_jit
 
     def local_step(x):
         return x * 2
@@ -106,11 +111,14 @@ def scenario_overrun(args):
     step(jnp.ones(3))
     if args.process_id == args.num_processes - 1:
         failing_now()
-        step(jnp.ones(4))  # trace 2 of max_traces=1 on this process only
+        try:
+            step(jnp.ones(4))  # trace 2 of max_traces=1 on this process only
+        except TraceBudgetError:
+            print("CAUGHT", flush=True)  # too late: fail_fast ends the job at the refusal
     wait_in_collective()
 
 
-def scenario_short_batch(args):
+def scenario_short_batch(args, second_rows=None):
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -132,10 +140,17 @@ def scenario_short_batch(args):
         return {"x": jax.make_array_from_callback(data.shape, sharding, lambda i: data[i])}
 
     print("first", float(step(batch_of(BATCH))), flush=True)
-    short = args.process_id == 1
-    if short:
+    if second_rows is None:
+        second_rows = SHORT_BATCH if args.process_id == 1 else BATCH
+    if second_rows != BATCH:
         failing_now()
-    print("second", float(step(batch_of(SHORT_BATCH if short else BATCH))), flush=True)
+    print("second", float(step(batch_of(second_rows))), flush=True)
+
+
+def scenario_diverge(args):
+    """Like ``short-batch``, but process 0 feeds a longer batch: both trace, differently."""
+    rows = {0: LONG_BATCH, 1: SHORT_BATCH}
+    scenario_short_batch(args, second_rows=rows.get(args.process_id, BATCH))
 
 
 def scenario_local(args):
@@ -155,6 +170,8 @@ def scenario_local(args):
         print("local", float(evaluate(jnp.ones(4))), float(evaluate(jnp.ones(6))), flush=True)
     wait_in_collective()
     print("CLEAN END", flush=True)
+    if args.process_id == 1:
+        sys.exit(0)  # leaves through JAX's exit handler, not jax.distributed.shutdown
 
 
 SCENARIOS = {
@@ -162,6 +179,8 @@ SCENARIOS = {
     "overrun": scenario_overrun,
     "short-batch": scenario_short_batch,
     "local": scenario_local,
+    "diverge": scenario_diverge,
+    "single": lambda args: None,
 }
 
 
@@ -176,6 +195,9 @@ def main(argv=None):
     fail_fast(trace_timeout=args.trace_timeout)
     fail_fast(trace_timeout=args.trace_timeout)  # idempotent
     SCENARIOS[args.scenario](args)
+    if args.raise_after:
+        print(f"threads: {threading.active_count()}", flush=True)
+        raise RuntimeError("an ordinary failure")
     jax.distributed.shutdown()
 
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 _PREFIX = "tinax/agree/"
 _MAX_LISTED = 12
+_MAX_NAME = 60
 
 _lock = threading.Lock()
 _built: dict[tuple[str, str], int] = {}  # (function, place built) -> objects built there so far
@@ -196,15 +197,15 @@ def disagreement(
     timeout: float,
 ) -> str:
     """The message for a trace the processes of a mesh did not make alike."""
-    name = report.function_name(function)
+    name = report.fit(report.function_name(function), _MAX_NAME)
     location = report.function_location(function)
     where = f"{name} ({location})" if location else name
     groups = _groups(seen)
     traced = sorted(seen)
     lines = [
         report.fit(
-            f"{where} has a mesh over {_listed(processes)}, and they no longer trace it alike, "
-            "so they would run different programs and their collectives would hang."
+            f"{where}: the processes of its mesh ({', '.join(map(str, processes))}) no longer "
+            "trace it alike, so their collectives would hang."
         )
     ]
     if missing:
