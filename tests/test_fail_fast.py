@@ -7,6 +7,7 @@ its failure; exit times are taken by polling the processes here.
 """
 
 import math
+import os
 import re
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from test_examples import run_example, text_blocks, untimed
 from test_multiprocess import free_port, worker_env
 from tinax._src import job_failure, trace_agreement
 from tinax.jit import bounded_jit
@@ -288,3 +290,27 @@ class TestAgreementMessage:
         text = trace_agreement.disagreement(step, (0, 1), 2, seen, [], [], 3.0)
         assert "Trace 2 has 2 different signatures: process 0; process 1." in text
         assert "  batch['x']: f32[20,64] on process 1" in text
+
+
+# --- the guide's multi-host section shows the example's real output ------------------------
+
+
+def test_the_guide_shows_the_real_output_of_the_example():
+    """Each job the example runs is the next ``text`` block of the guide's multi-host
+    section, verbatim but for times (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    out = run_example("fail_fast.py")
+    path = REPO_ROOT / "docs" / "migrating-from-pmap.md"
+    page = path.read_text()
+    section = page.index("## Many hosts: fail fast")
+    jobs = [job.partition("\n") for job in out.split("=== ")[1:]]
+    blocks = [(start, end) for start, end in text_blocks(page) if start > section]
+    assert len(jobs) == len(blocks) == 4
+    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+        for (start, end), (_, _, body) in reversed(list(zip(blocks, jobs, strict=True))):
+            page = page[:start] + body.rstrip() + page[end:]
+        path.write_text(page)
+        blocks = [(start, end) for start, end in text_blocks(page) if start > section]
+    for (start, end), (title, _, body) in zip(blocks, jobs, strict=True):
+        assert untimed(page[start:end]) == untimed(body.rstrip()), f"{title!r} is out of date"
+    assert "--- process 0 (exit status 1)\nstep 0" in out  # with fail_fast: both fail
+    assert "  batch['x']: f32[64@data,64] -> f32[40@data,64] (shape) on process 1" in out
