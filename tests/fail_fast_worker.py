@@ -139,6 +139,7 @@ def scenario_short_batch(args, second_rows=None):
         sharding = NamedSharding(mesh, P("x"))
         return {"x": jax.make_array_from_callback(data.shape, sharding, lambda i: data[i])}
 
+    wait_in_collective()  # start together: a lag over trace_timeout would read as divergence
     print("first", float(step(batch_of(BATCH))), flush=True)
     if second_rows is None:
         second_rows = SHORT_BATCH if args.process_id == 1 else BATCH

@@ -34,6 +34,8 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from tinax._src import private
 from tinax._src.validation import message
 
@@ -101,10 +103,13 @@ def _distributed_client() -> Any:
 
 
 def check_trace_timeout(value: object) -> float:
-    """``value`` as a float number of seconds: positive and finite; bool is refused."""
+    """``value`` as a float number of seconds: positive and finite. Python and NumPy
+    integers and floats are accepted; booleans are refused."""
     expected = "a positive, finite number of seconds (int or float; bool is not accepted)"
     kind = type(value)
-    if issubclass(kind, bool) or not issubclass(kind, int | float):
+    if issubclass(kind, bool | np.bool_) or not issubclass(
+        kind, int | float | np.integer | np.floating
+    ):
         raise TypeError(message(_API, "trace_timeout", expected, value))
     seconds = float(value)  # pyright: ignore[reportArgumentType]
     if not (math.isfinite(seconds) and seconds > 0):
