@@ -324,3 +324,37 @@ def test_the_guide_shows_the_real_output_of_the_example():
         assert untimed(page[start:end]) == untimed(body.rstrip()), f"{title!r} is out of date"
     assert "--- process 0 (exit status 1)\nstep 0" in out  # with fail_fast: both fail
     assert "  batch['x']: f32[64@data,64] -> f32[40@data,64] (shape) on process 1" in out
+
+
+class TestAmbientMesh:
+    """The private JAX read the trace agreement relies on (`private.ambient_concrete_mesh`)."""
+
+    def test_is_the_mesh_of_jax_set_mesh_also_inside_a_trace(self):
+        from tinax._src import private
+
+        mesh = jax.make_mesh((8,), ("x",))
+        seen = []
+
+        @jax.jit
+        def body(x):
+            seen.append(private.ambient_concrete_mesh())
+            return x
+
+        assert private.ambient_concrete_mesh() is None
+        with jax.set_mesh(mesh):
+            assert private.ambient_concrete_mesh() is mesh
+            body(jnp.ones(8))
+        assert seen == [mesh]
+
+    def test_is_the_bound_mesh_during_a_bound_objects_trace(self):
+        from tinax._src import private
+
+        mesh = jax.make_mesh((8,), ("x",))
+        seen = []
+
+        def body(x):
+            seen.append(private.ambient_concrete_mesh())
+            return x
+
+        bounded_jit(body, max_traces=1, mesh=mesh)(jnp.ones(8))
+        assert seen == [mesh]
