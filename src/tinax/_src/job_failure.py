@@ -165,8 +165,8 @@ def fail_fast(*, trace_timeout: float = 30.0) -> None:
         >>> try:
         ...     fail_fast(trace_timeout=0)
         ... except ValueError as error:
-        ...     print(str(error)[:44])
-        fail_fast: trace_timeout must be a positive
+        ...     print(str(error).partition(" must ")[0])
+        fail_fast: trace_timeout
     """
     global _job, armed, _previous_excepthook, _previous_thread_excepthook
     seconds = check_trace_timeout(trace_timeout)

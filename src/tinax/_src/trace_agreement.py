@@ -55,11 +55,20 @@ def constructed(ledger: Ledger, function: Callable[..., Any]) -> None:
     rank among the objects built there."""
     birth = ledger.birth
     place = "?" if birth is None else f"{os.path.basename(birth[0][0])}:{birth[0][1]}"
-    name = report.function_name(function)
+    name = _name(function)
     with _lock:
         rank = _built.get((name, place), 0)
         _built[(name, place)] = rank + 1
         _identities[ledger] = f"{name} built at {place}, #{rank}"
+
+
+def _name(function: Callable[..., Any]) -> str:
+    """The function's qualified name; a callable whose attributes raise must not break
+    the construction of its wrapper."""
+    try:
+        return report.function_name(function)
+    except Exception:
+        return "<unnamed function>"
 
 
 def _processes(mesh: Mesh) -> tuple[int, ...]:
@@ -197,7 +206,7 @@ def disagreement(
     timeout: float,
 ) -> str:
     """The message for a trace the processes of a mesh did not make alike."""
-    name = report.fit(report.function_name(function), _MAX_NAME)
+    name = report.fit(_name(function), _MAX_NAME)
     location = report.function_location(function)
     where = f"{name} ({location})" if location else name
     groups = _groups(seen)
