@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from tinax._src import observe, private
+from tinax._src import job_failure, observe, private, trace_agreement
 from tinax._src.jit_options import Statics
 from tinax._src.record import TracedSignature, record, unrecorded
 from tinax._src.validation import LazySignature
@@ -129,6 +129,8 @@ def counted(
                 with ledger.lock:
                     ledger.in_flight -= 1
                 raise
+        if job_failure.armed:  # fail_fast: the processes of a multi-process mesh trace alike
+            trace_agreement.check(ledger, reported, call, history)
         started = time.perf_counter()
         try:
             out = function(*args, **kwargs)

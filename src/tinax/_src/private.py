@@ -154,3 +154,21 @@ def unspecified() -> Any:
     from jax._src import sharding_impls
 
     return cast(Any, sharding_impls).UNSPECIFIED
+
+
+def ambient_concrete_mesh() -> Mesh | None:
+    """The mesh of the innermost ``jax.set_mesh`` (or of a bound object's call), also
+    inside a trace; ``None`` when there is none. `jax.sharding.get_mesh` refuses to
+    run inside a trace."""
+    config: Any = _jax_config
+    value = config.device_context.value
+    return value if isinstance(value, Mesh) and not value.empty else None
+
+
+def distributed_state() -> Any:
+    """JAX's ``jax.distributed`` state: ``client`` (its coordination service client, with
+    the key-value store calls), ``service``, ``process_id``, ``num_processes``. No public
+    API reaches the client."""
+    from jax._src import distributed  # pyright: ignore[reportMissingTypeStubs]
+
+    return distributed.global_state
