@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, validation
+from tinax._src import common, jit_options, nonarrays, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +42,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         backend: As given to `jax.jit`.
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
+        static_nonarrays: Whether every leaf that is not an array is static.
         traces_used: How many traces this object has made.
         traced_signatures: The abstract signature of each trace, oldest first.
     """
@@ -62,6 +63,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -86,6 +88,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             compiler_options=self.compiler_options,
             mesh=mesh,
         )
+        static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
         set_(self, "max_traces", max_traces)
         set_(self, "static_argnames", options.static_argnames)
         set_(self, "donate_argnames", options.donate_argnames)
@@ -93,13 +96,19 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "donate_argnums", options.donate_argnums)
         set_(self, "keep_unused", bool(self.keep_unused))
         set_(self, "inline", bool(self.inline))
+        set_(self, "static_nonarrays", static_nonarrays)
+        statics = options.statics
+        if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
+            statics = statics._replace(nonarrays=True)
         set_(self, "on_exceed", on_exceed)
         kwargs = options.jit_kwargs
+        if static_nonarrays:
+            kwargs = {**kwargs, "static_argnums": 1}
 
         def jit(counted: Callable[..., Any]) -> Any:
             return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, function, max_traces, signature, options.statics, mesh, jit)
+        common.build(self, function, function, max_traces, signature, statics, mesh, jit)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -125,6 +134,7 @@ def bounded_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> BoundedJit[P, R]: ...
 
 
@@ -145,6 +155,7 @@ def bounded_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> Callable[[Callable[P, R]], BoundedJit[P, R]]: ...
 
 
@@ -165,6 +176,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -275,6 +287,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "backend": backend,
         "inline": inline,
         "compiler_options": compiler_options,
+        "static_nonarrays": static_nonarrays,
     }
     if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BoundedJit, **options))

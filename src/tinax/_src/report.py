@@ -176,9 +176,12 @@ class Explanation:
         where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
         if self.raises is not None:
+            reason = "this call does not fit the function's signature"
+            if self.raises.startswith(("TypeError: BoundedJit:", "TypeError: BatchedJit:")):
+                reason = "JAX would refuse a leaf of this call"  # tinax's words for it
             return "\n".join(
                 (
-                    fit(f"{where}: this call does not fit the function's signature; {budget}."),
+                    fit(f"{where}: {reason}; {budget}."),
                     fit(f"It would raise {self.raises}, and trace nothing."),
                 )
             )
