@@ -322,6 +322,17 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         inline: As `jax.jit`. Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
+        static_nonarrays: Hold every leaf of the arguments that is not a JAX or NumPy
+            array static, as ``eqx.filter_jit`` does: the functions, Python numbers
+            and strings inside a model (an equinox ``Module``) are compared as JAX
+            compares static arguments (same type and ``==``; they must be
+            hashable), each new value traces again, and the non-array leaves of
+            the output come back as they are (``model = step(model, x)``). Leaves that are not arrays are
+            not batched.
+            Not with options that address arguments by number or name
+            (`static_argnums`, `static_argnames`, `donate_argnums`,
+            `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
+            behaviour, and a cached call is the `jax.jit` object itself.
 
     Returns:
         The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
@@ -336,12 +347,12 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
             error, passed through); `on_exceed` is neither a str nor `None`; an axis
             name is not hashable; `sum_match` is not a bool; any `jax.jit` option
-            is malformed, as for `bounded_jit`.
+            is malformed, or `static_nonarrays` is not a bool, as for `bounded_jit`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
-            names an axis `mesh` lacks; a `jax.jit` option is invalid, as for
-            `bounded_jit`.
+            names an axis `mesh` lacks; a `jax.jit` option is invalid, or given
+            with `static_nonarrays`, as for `bounded_jit`.
 
     Examples:
         >>> import jax.numpy as jnp

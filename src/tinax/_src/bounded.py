@@ -228,6 +228,16 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             a nested call. Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
+        static_nonarrays: Hold every leaf of the arguments that is not a JAX or NumPy
+            array static, as ``eqx.filter_jit`` does: the functions, Python numbers
+            and strings inside a model (an equinox ``Module``) are compared as JAX
+            compares static arguments (same type and ``==``; they must be
+            hashable), each new value traces again, and the non-array leaves of
+            the output come back as they are (``model = step(model, x)``).
+            Not with options that address arguments by number or name
+            (`static_argnums`, `static_argnames`, `donate_argnums`,
+            `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
+            behaviour, and a cached call is the `jax.jit` object itself.
 
     Returns:
         The trace-budgeted, JIT-compiled callable. Without `function`, a decorator
@@ -244,7 +254,9 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             option is not an int or an ordered sequence of int (booleans rejected);
             `keep_unused`/`inline` is not a bool; `device` is not a `jax.Device`;
             `backend` is not a str; `compiler_options` is not a dict of str;
-            `jax.jit` rejects a sharding (its own error).
+            `jax.jit` rejects a sharding (its own error); `static_nonarrays` is not
+            a bool. On a call with `static_nonarrays`, a leaf that is not an array
+            is not hashable (the error names its path).
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
             `mesh` is empty. Also: an argname is not a keyword parameter of
@@ -256,7 +268,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             a parameter is both static and donated, by number or by name; an
             `in_shardings` tuple does not have one entry per positional argument
             that is not static; `device` or `backend` is given with `mesh`;
-            `backend` names no platform JAX can run on here.
+            `backend` names no platform JAX can run on here; `static_nonarrays` is
+            given with an argnums or argnames option, or with `in_shardings`.
 
     Examples:
         >>> import jax.numpy as jnp

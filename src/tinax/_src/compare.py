@@ -62,14 +62,12 @@ HINTS = {
 }
 
 REBUILT_CALLABLE = (
-    "a function (or callable object) is equal only to itself, and this one is a new object "
-    "equal by repr: build it once (the optax transformation, the lambda, the partial), "
-    "outside the step, and pass that same object on every call"
+    "a function is equal only to itself and this one is new: build it (the optax "
+    "transformation, the lambda) once, outside the step, and pass that same object on every call"
 )
 STATIC_LEAF = (
-    "with static_nonarrays=True each new value of a leaf that is not an array is a new "
-    "trace: keep it fixed (build functions and configs once), or make it an array "
-    "(jnp.asarray) so that it is traced"
+    "with static_nonarrays=True each new non-array value is a new trace: build functions "
+    "and configs once and keep them, or pass the value as an array (jnp.asarray) to trace it"
 )
 
 _MAX_DEPTH = 12  # how deep static values and tree nodes are searched for the difference

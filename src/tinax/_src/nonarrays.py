@@ -102,7 +102,10 @@ def returning_marked(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` whose output has its non-array leaves marked (see `marked`)."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        return marked(function(*args, **kwargs))
+        out = function(*args, **kwargs)
+        if not private.tracing_to_jaxpr():  # eager (jax.disable_jit): nothing rebuilds it
+            return out
+        return marked(out)
 
     return run
 

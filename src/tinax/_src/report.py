@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -178,7 +179,14 @@ class Explanation:
         if self.raises is not None:
             reason = "this call does not fit the function's signature"
             if self.raises.startswith(("TypeError: BoundedJit:", "TypeError: BatchedJit:")):
-                reason = "JAX would refuse a leaf of this call"  # tinax's words for it
+                # tinax's words for a leaf JAX refuses: a long message, wrapped whole
+                return "\n".join(
+                    (
+                        fit(f"{where}: JAX would refuse a leaf of this call; {budget}."),
+                        "It would raise this error, and trace nothing:",
+                        *textwrap.wrap(self.raises, 100),
+                    )
+                )
             return "\n".join(
                 (
                     fit(f"{where}: {reason}; {budget}."),
