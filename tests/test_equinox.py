@@ -225,9 +225,9 @@ class TestDiagnosis:
         step(jnp.ones(2), optax.adam(1e-3))
         text = lines(step.explain(jnp.ones(2), optax.adam(1e-3)))
         assert (
-            "opt.init: <function init_fn> -> <function init_fn> (function is equal by repr but not by ==)"
-            in text
-        )
+            "opt.init: <function init_fn> -> <function init_fn> "
+            "(function is equal by repr but not by ==)"
+        ) in text
         assert any(
             line.startswith("static equality: a function is equal only to itself and this one")
             and "once, outside the step" in line
@@ -310,7 +310,7 @@ class TestPaths:
         step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
         step.lower(scaled(2), jnp.ones(3))
         signature = step.traced_signatures[-1]
-        args, kwargs = signature.abstract_arguments()
+        args, _ = signature.abstract_arguments()
         assert args[0].power == 2 and isinstance(args[0].linear.weight, jax.ShapeDtypeStruct)
         other = bounded_jit(forward, max_traces=1, static_nonarrays=True)
         other.precompile(signature)

@@ -327,9 +327,9 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             and strings inside a model (an equinox ``Module``) are compared as JAX
             compares static arguments (same type and ``==``; they must be
             hashable), each new value traces again, and the non-array leaves of
-            the output come back as they are (``model = step(model, x)``). Leaves that are not arrays are
-            not batched.
-            Not with options that address arguments by number or name
+            the output come back as they are (``model = step(model, x)``).
+            Leaves that are not arrays are not batched. Not with options that
+            address arguments by number or name
             (`static_argnums`, `static_argnames`, `donate_argnums`,
             `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
             behaviour, and a cached call is the `jax.jit` object itself.

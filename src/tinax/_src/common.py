@@ -102,7 +102,8 @@ def _leaves(
         call = record.record(signature.get(), statics, args, kwargs)
     except Exception:
         return []
-    keystr: Any = jax.tree_util.keystr
+    tree_util: Any = jax.tree_util
+    keystr = tree_util.keystr
     return [
         (argument.name + keystr(path), value)
         for argument in call.recorded

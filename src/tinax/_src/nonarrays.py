@@ -25,7 +25,7 @@ Everything runs in tinax's frames, hidden from tracebacks like JAX's own.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import jax
 import numpy as np
@@ -44,7 +44,8 @@ _ARRAY_TYPES: tuple[type, ...] = (
 _KNOWN: dict[type, bool] = {}
 _KNOWN_LIMIT = 4096
 
-flatten: Any = jax.tree_util.tree_flatten
+_tree_util: Any = jax.tree_util
+flatten: Any = _tree_util.tree_flatten
 
 
 def _array_type(kind: type) -> bool:
@@ -85,17 +86,16 @@ def _unflatten_leaf(value: object, children: object) -> object:
     return value
 
 
-jax.tree_util.register_pytree_node(StaticLeaf, _flatten_leaf, _unflatten_leaf)
+_tree_util.register_pytree_node(StaticLeaf, _flatten_leaf, _unflatten_leaf)
 
 
 def marked(out: Any) -> Any:
     """``out`` with each non-array leaf in a `StaticLeaf` (at trace time only)."""
+    leaves: list[object]
     leaves, treedef = flatten(out)
-    if all(_array_type(type(leaf)) for leaf in leaves):
+    if all(is_array(leaf) for leaf in leaves):
         return out
-    return treedef.unflatten(
-        [leaf if _array_type(type(leaf)) else StaticLeaf(leaf) for leaf in leaves]
-    )
+    return treedef.unflatten([leaf if is_array(leaf) else StaticLeaf(leaf) for leaf in leaves])
 
 
 def returning_marked(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -121,7 +121,7 @@ def split(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Any], 
     statics: list[Any] = []
     types: list[type] = []
     for leaf in leaves:
-        kind = type(leaf)
+        kind: type = type(cast(object, leaf))
         array = known.get(kind)
         if array is None:
             array = _array_type(kind)
@@ -178,7 +178,7 @@ def caller(
         statics: list[Any] = []
         types: list[type] = []
         for leaf in leaves:  # split, inlined: this loop is most of the cost per call
-            kind = type(leaf)
+            kind: type = type(cast(object, leaf))
             array = known.get(kind)
             if array is None:
                 array = array_type(kind)
