@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import equinox as eqx
@@ -462,3 +463,32 @@ def test_traces_again_exactly_when_filter_jit_does(calls: list[Any]) -> None:
         ours(tree, jnp.ones(2))
         assert retraces == (counts["eqx"] > before)
         assert counts["tinax"] == counts["eqx"] == ours.traces_used
+
+
+# --- the guide ------------------------------------------------------------------------------
+
+
+def test_models_page_equinox_section_shows_the_real_output():
+    """Each printed section of examples/models_equinox.py is the next ``text`` block of
+    the page's ``## equinox`` section (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    from test_examples import ROOT, run_example, text_blocks, untimed
+
+    out = run_example("models_equinox.py")
+    path = ROOT / "docs" / "models.md"
+    page = path.read_text()
+    begin = page.index("\n## equinox\n")
+    end = page.find("\n## ", begin + 1)
+    end = len(page) if end == -1 else end
+    part = page[begin:end]
+    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
+    blocks = text_blocks(part)
+    assert len(sections) == len(blocks) == 4
+    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+        for (start, stop), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
+            part = part[:start] + body.rstrip() + part[stop:]
+        path.write_text(page[:begin] + part + page[end:])
+        blocks = text_blocks(part)
+    for (start, stop), (title, _, body) in zip(blocks, sections, strict=True):
+        assert untimed(part[start:stop]) == untimed(body.rstrip()), f"{title!r} is out of date"
+    assert "same numbers: True" in out
+    assert "  model.activation: <function relu> -> <function gelu> (static leaf)" in out
