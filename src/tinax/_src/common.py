@@ -81,7 +81,7 @@ def build(
     jitted = jit(counted)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
-        call = nonarrays.caller(call, functools.partial(_unhashable, api, signature, statics))
+        call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
     setattr_(owner, "_ledger", ledger)
     setattr_(owner, "_signature", signature)
     setattr_(owner, "_static", statics)
@@ -113,34 +113,21 @@ def _leaves(
     ]
 
 
-def _unhashable(
+def leaf_error(
     api: str,
     signature: validation.LazySignature,
     statics: jit_options.Statics,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> str | None:
-    """The message for a call with an unhashable leaf under ``static_nonarrays``, or
-    ``None`` if every leaf is hashable."""
+    """tinax's message for a call JAX refuses for one of its leaves (error paths only):
+    with ``static_nonarrays``, the first leaf that is not an array and not hashable;
+    without, the first leaf that is not an array. ``None`` if there is none."""
     for path, value in _leaves(signature, statics, args, kwargs):
+        if not statics.nonarrays:
+            return nonarrays.refused_leaf_message(api, path, value)
         if not nonarrays.hashable(value):
             return nonarrays.unhashable_message(api, path, value)
-    return None
-
-
-def _refused_leaf(
-    api: str,
-    signature: validation.LazySignature,
-    statics: jit_options.Statics,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> str | None:
-    """tinax's message for a call `jax.jit` refuses because a leaf is not an array
-    (default mode), or ``None`` if there is none."""
-    if statics.nonarrays:
-        return None
-    for path, value in _leaves(signature, statics, args, kwargs):
-        return nonarrays.refused_leaf_message(api, path, value)
     return None
 
 
@@ -270,10 +257,7 @@ class BudgetedMixin:
 
     def _leaf_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """tinax's message for a call JAX refuses for one of its leaves, or ``None``."""
-        api = type(self).__name__
-        if self._static.nonarrays:
-            return _unhashable(api, self._signature, self._static, args, kwargs)
-        return _refused_leaf(api, self._signature, self._static, args, kwargs)
+        return leaf_error(type(self).__name__, self._signature, self._static, args, kwargs)
 
     def _forward(
         self, method: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -168,28 +168,11 @@ def caller(
 ) -> Callable[..., Any]:
     """The per-call path: split, call the compiled function, and turn JAX's error about
     an unhashable static value into one that names the leaf (``unhashable`` finds it)."""
-    flatten_ = flatten
-    known = _KNOWN
-    array_type = _array_type
 
     def call_static_nonarrays(*args: Any, **kwargs: Any) -> Any:
-        leaves, treedef = flatten_((args, kwargs))
-        dynamic: list[Any] = []
-        statics: list[Any] = []
-        types: list[type] = []
-        for leaf in leaves:  # split, inlined: this loop is most of the cost per call
-            kind: type = type(cast(object, leaf))
-            array = known.get(kind)
-            if array is None:
-                array = array_type(kind)
-            if array:
-                dynamic.append(leaf)
-                statics.append(None)
-            else:
-                statics.append(leaf)
-                types.append(kind)
+        dynamic, key = split(args, kwargs)
         try:  # free unless something is raised (zero-cost exceptions)
-            return jitted(dynamic, (treedef, tuple(statics), tuple(types)))
+            return jitted(dynamic, key)
         except (TypeError, ValueError) as error:  # JAX: ValueError for an unhashable key
             text = unhashable(args, kwargs)
             if text is not None:
