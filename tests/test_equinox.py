@@ -349,6 +349,25 @@ class TestPaths:
         assert apply(scaled(2), jnp.ones(3)).shape == (2,)
         assert apply.static_nonarrays is True and apply.traces_used == 1
 
+    def test_under_filter_grad_and_an_outer_jit_it_reuses_its_trace(self):
+        step = bounded_jit(lambda m, x: m(x).sum(), max_traces=1, static_nonarrays=True)
+        model = mlp()
+        step(model, jnp.ones(16))
+        grads = eqx.filter_grad(lambda m: step(m, jnp.ones(16)))(model)
+        assert grads.layers[0].weight.shape == (32, 16) and grads.activation is None
+        outer = jax.jit(lambda x: step(model, x))
+        assert float(outer(jnp.ones(16))) == pytest.approx(float(step(model, jnp.ones(16))))
+        assert step.traces_used == 1
+
+    def test_out_shardings_apply_to_the_array_leaves_of_the_output(self, mesh8):
+        replicated = jax.sharding.NamedSharding(mesh8, jax.sharding.PartitionSpec())
+        step = bounded_jit(
+            lambda m, x: (m(x), m), max_traces=1, static_nonarrays=True, out_shardings=replicated
+        )
+        y, model = step(mlp(), jnp.ones(16))
+        assert y.sharding == replicated and model.layers[0].weight.sharding == replicated
+        assert model.activation is jax.nn.relu
+
     def test_disable_jit_runs_eagerly_and_counts_nothing(self):
         step = bounded_jit(lambda model: model, max_traces=0, static_nonarrays=True)
         with jax.disable_jit():
