@@ -16,6 +16,7 @@ from tinax._src import (
     budget,
     jit_options,
     meshes,
+    nonarrays,
     observe,
     private,
     record,
@@ -65,18 +66,69 @@ def build(
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
     ``traced`` is what JAX traces (the function, or its `jax.vmap`); ``jit``
-    compiles the counted version of it.
+    compiles the counted version of it. With ``statics.nonarrays``
+    (``static_nonarrays=True``), ``jit`` must mark argument 1 static: the call
+    is split into array leaves and a static key (`nonarrays`).
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    jitted = jit(budget.counted(traced, ledger, max_traces, signature, statics, function))
+    api = type(owner).__name__
+    if statics.nonarrays:
+        traced = nonarrays.returning_marked(traced)
+    counted = budget.counted(traced, ledger, max_traces, signature, statics, function)
+    if statics.nonarrays:
+        counted = nonarrays.joined(counted, *budget.jax_names(function))
+    jitted = jit(counted)
+    call = meshes.bind_mesh(jitted, mesh, api)
+    if statics.nonarrays:
+        call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
     setattr_(owner, "_ledger", ledger)
     setattr_(owner, "_signature", signature)
     setattr_(owner, "_static", statics)
     setattr_(owner, "_jitted", jitted)
-    setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
+    setattr_(owner, "_call", call)
     _present(owner, function)
     observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
+
+
+def _leaves(
+    signature: validation.LazySignature,
+    statics: jit_options.Statics,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> list[tuple[str, Any]]:
+    """``(path, value)`` of each leaf of the call that is not an array (error paths only)."""
+    try:
+        call = record.record(signature.get(), statics, args, kwargs)
+    except Exception:
+        return []
+    tree_util: Any = jax.tree_util
+    keystr = tree_util.keystr
+    return [
+        (argument.name + keystr(path), value)
+        for argument in call.recorded
+        if not argument.static
+        for path, value in zip(argument.paths, argument.values, strict=True)
+        if not record.is_abstract(value)
+    ]
+
+
+def leaf_error(
+    api: str,
+    signature: validation.LazySignature,
+    statics: jit_options.Statics,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> str | None:
+    """tinax's message for a call JAX refuses for one of its leaves (error paths only):
+    with ``static_nonarrays``, the first leaf that is not an array and not hashable;
+    without, the first leaf that is not an array. ``None`` if there is none."""
+    for path, value in _leaves(signature, statics, args, kwargs):
+        if not statics.nonarrays:
+            return nonarrays.refused_leaf_message(api, path, value)
+        if not nonarrays.hashable(value):
+            return nonarrays.unhashable_message(api, path, value)
+    return None
 
 
 def _read(function: object, name: str, default: object) -> object:
@@ -136,7 +188,7 @@ def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def _compiled(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _compiled(jitted: Any, *args: Any, **kwargs: Any) -> Any:
     return jitted.lower(*args, **kwargs).compile()
 
 
@@ -188,6 +240,9 @@ class BudgetedMixin:
         known = self._signature.get()
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
         raises = record.binding_error(known, args, kwargs)
+        if raises is None:  # a leaf JAX refuses, or cannot hash as a static value
+            leaf_error = self._leaf_error(args, kwargs)
+            raises = None if leaf_error is None else f"TypeError: {leaf_error}"
         history, used, attempt, cleared = self._ledger.snapshot()
         return report.explain(
             self.function,
@@ -200,6 +255,27 @@ class BudgetedMixin:
             cleared=cleared,
         )
 
+    def _leaf_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """tinax's message for a call JAX refuses for one of its leaves, or ``None``."""
+        return leaf_error(type(self).__name__, self._signature, self._static, args, kwargs)
+
+    def _forward(
+        self, method: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> R:
+        """``method`` (of the `jax.jit` object) for a call, under the mesh; with
+        ``static_nonarrays``, on the call split into array leaves and a static key.
+        JAX's `TypeError` for a leaf it cannot take is told in tinax's words."""
+        jax_args, jax_kwargs = args, kwargs
+        if self._static.nonarrays:
+            jax_args, jax_kwargs = nonarrays.split_call(args, kwargs)
+        try:
+            return self._under_mesh(method, *jax_args, **jax_kwargs)
+        except (TypeError, ValueError):  # ValueError: JAX's, for an unhashable static key
+            text = self._leaf_error(args, kwargs)
+            if text is None:
+                raise
+        raise TypeError(text)
+
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``function(*args, **kwargs)`` as if inside ``with jax.set_mesh(self.mesh):``."""
         if self.mesh is None:
@@ -211,19 +287,19 @@ class BudgetedMixin:
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``lower``."""
-        return self._under_mesh(self._jitted.lower, *args, **kwargs)
+        return self._forward(self._jitted.lower, args, kwargs)
 
     @_user_facing
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """Traces the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``trace``."""
-        return self._under_mesh(self._jitted.trace, *args, **kwargs)
+        return self._forward(self._jitted.trace, args, kwargs)
 
     @_user_facing
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
-        return self._under_mesh(self._jitted.eval_shape, *args, **kwargs)
+        return self._forward(self._jitted.eval_shape, args, kwargs)
 
     @_user_facing
     def precompile(self, *args: Any, **kwargs: Any) -> jax.stages.Compiled:
@@ -262,7 +338,7 @@ class BudgetedMixin:
         args, kwargs = abstract.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        return self._under_mesh(_compiled, self._jitted, args, kwargs)
+        return self._forward(functools.partial(_compiled, self._jitted), args, kwargs)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.

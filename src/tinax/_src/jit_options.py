@@ -57,11 +57,13 @@ class Statics(NamedTuple):
     number counts from the end of the call's positional arguments, as in JAX);
     a keyword argument when its name is in ``argnames``. Names inferred from
     numbers, and numbers from names, are already included, as `jax.jit` infers
-    them.
+    them. ``nonarrays`` is ``static_nonarrays``: every leaf of the other
+    arguments that is not an array is static too.
     """
 
     argnums: tuple[int, ...]
     argnames: tuple[str, ...]
+    nonarrays: bool = False
 
     def positional(self, index: int, count: int) -> bool:
         """Whether the ``index``-th of ``count`` positional arguments is static."""

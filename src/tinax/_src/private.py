@@ -172,3 +172,18 @@ def distributed_state() -> Any:
     from jax._src import distributed  # pyright: ignore[reportMissingTypeStubs]
 
     return distributed.global_state
+
+def literal_array_types() -> tuple[type, ...]:
+    """JAX's array types for literals that are not `jax.Array` (``LiteralArray``,
+    ``TypedNdArray``), which ``eqx.is_array`` counts as arrays; none where this JAX
+    version lacks them. No public name."""
+    found: list[type] = []
+    try:
+        from jax._src import literals
+    except ImportError:
+        return ()
+    for name in ("LiteralArray", "TypedNdArray"):
+        kind = getattr(literals, name, None)
+        if isinstance(kind, type):
+            found.append(kind)
+    return tuple(found)
