@@ -689,6 +689,69 @@ def wrap_options_row(quick: bool) -> Row:
     )
 
 
+def _model_call(model: Any, x: jax.Array) -> jax.Array:
+    return model(x)
+
+
+def static_nonarrays_row(quick: bool) -> Row:
+    """A cached call on a whole equinox MLP (16 -> 4, width 32, depth 2; f32[16] input):
+    jax.jit on the hand-partitioned model (its static part closed over: the floor),
+    eqx.filter_jit, and tinax with static_nonarrays=True."""
+    count = 50
+    x = jnp.ones(16, jnp.float32)
+    try:
+        import equinox as eqx
+    except ImportError:  # the bench extra is missing: a pytree with a function leaf instead
+        eqx = None
+    if eqx is not None:
+        model: Any = eqx.nn.MLP(16, 4, 32, 2, key=jax.random.key(0))
+        params, static = eqx.partition(model, eqx.is_array)
+        combine = eqx.combine
+    else:
+        model = {"w": jnp.ones((4, 16)), "activation": jnp.tanh}
+        params = {"w": model["w"], "activation": None}
+        static = {"w": None, "activation": jnp.tanh}
+
+        def combine(dynamic: Any, fixed: Any) -> Any:
+            return {"w": dynamic["w"], "activation": fixed["activation"]}
+
+    def by_hand_step(dynamic: Any, v: jax.Array) -> jax.Array:
+        whole = combine(dynamic, static)
+        if eqx is None:
+            return whole["activation"](whole["w"] @ v)
+        return whole(v)
+
+    by_hand = jax.jit(by_hand_step)
+    ours = bounded_jit(
+        _model_call if eqx is not None else by_hand_step, max_traces=1, static_nonarrays=True
+    )
+    ours_model = model if eqx is not None else params
+    contenders: dict[str, Setup] = {
+        "jax.jit, partitioned": lambda: repeated(lambda: by_hand(params, x), count),
+        "tinax": lambda: repeated(lambda: ours(ours_model, x), count),
+    }
+    if eqx is not None:
+        filtered = eqx.filter_jit(_model_call)
+        contenders["equinox.filter_jit"] = lambda: repeated(lambda: filtered(model, x), count)
+
+    def against_filter_jit(row: Row) -> list[str]:
+        if "equinox.filter_jit" not in row.times:
+            return ["  not measured: equinox (pip install -e '.[bench]')"]
+        ratio = statistics.median(_ratio(row, "tinax", "equinox.filter_jit"))
+        verdict = "met" if ratio <= 0.5 else "MISSED"
+        return [f"  tinax / equinox.filter_jit: {ratio:.3f} (target <= 0.50: {verdict})"]
+
+    return Row(
+        "static_nonarrays: cached call, equinox MLP 16-32x2-4",
+        baseline="jax.jit, partitioned",
+        contenders=contenders,
+        target=None,
+        calls=count,
+        repeat=15,
+        notes=against_filter_jit,
+    )
+
+
 ROWS: dict[str, Callable[[bool], Row]] = {
     "dispatch": dispatch_row,
     "batched": batched_row,
@@ -704,6 +767,7 @@ ROWS: dict[str, Callable[[bool], Row]] = {
     "batched-mesh": lambda quick: batched_mesh_row(),
     "bookkeeping": lambda quick: bookkeeping_row(tiny=False),
     "bookkeeping-tiny": lambda quick: bookkeeping_row(tiny=True),
+    "static-nonarrays": static_nonarrays_row,
 }
 
 

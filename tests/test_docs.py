@@ -51,6 +51,8 @@ EXTENSIONS = {
         **{k: v for k, v in _JIT_OPTIONS.items() if not k.endswith("argnums")},
     },
 }
+for _options in EXTENSIONS.values():  # issue 18 (equinox): after the jax.jit options
+    _options["static_nonarrays"] = "False"
 
 # The decorator form (CONTRACT.md, "Decorator factory"): without a function, a factory
 # returns a decorator, as jax.jit(**options) does, so `function` has a default.

@@ -731,8 +731,9 @@ class TestIntrospection:
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in options)
 
     def test_public_module_exports_and_names_itself(self):
-        assert tinax.parallel.__all__ == ["ShardMapped", "shard_mapped"]
+        assert tinax.parallel.__all__ == ["ShardMapped", "fail_fast", "shard_mapped"]
         assert ShardMapped.__module__ == shard_mapped.__module__ == "tinax.parallel"
+        assert tinax.parallel.fail_fast.__module__ == "tinax.parallel"
 
     def test_partial_function_keeps_a_readable_name_in_repr(self, make_sharded, mesh8):
         obj = make_sharded(functools.partial(scale, factor=3), **valid_kwargs(mesh8))

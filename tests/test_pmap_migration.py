@@ -44,7 +44,8 @@ def test_the_three_programs_agree_and_the_page_shows_the_output(guide, capsys):
 
 
 def test_every_code_block_of_the_page_is_quoted_from_the_example():
-    source = EXAMPLE.read_text()
+    # The multi-host section quotes the two-process fail_fast example.
+    source = EXAMPLE.read_text() + (ROOT / "examples" / "fail_fast.py").read_text()
     blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
     assert len(blocks) >= 6
     for block in blocks:

@@ -64,15 +64,16 @@ class TestRefusalsNeverHideJaxErrors:
 
 
 class TestExplainSaysWhatJaxWouldRaise:
-    def test_explain_of_a_function_leaf_says_it_would_raise_jax_s_type_error(self):
+    def test_explain_of_a_function_leaf_says_it_would_raise_a_type_error(self):
         step = bounded_jit(g, max_traces=1)
         lines = str(step.explain(jnp.ones(3), jnp.ones(3), jnp.tanh)).splitlines()
         assert lines[0].endswith(
-            "JAX would reject this call before tracing; max_traces=1, traces_used=0."
+            "JAX would refuse a leaf of this call; max_traces=1, traces_used=0."
         )
-        assert lines[1].startswith(
-            "It would raise TypeError: Error interpreting argument to <function g> as an "
-            "abstract array."
+        assert lines[1] == "It would raise this error, and trace nothing:"
+        assert lines[2].startswith(
+            "TypeError: BoundedJit: the argument leaf y is <function tanh> (PjitFunction), not "
+            "an array"
         )
 
     def test_explain_of_an_unhashable_static_says_it_would_raise_jax_s_value_error(self):

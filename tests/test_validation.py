@@ -707,6 +707,7 @@ JIT_OPTIONS = (
     "backend",
     "inline",
     "compiler_options",
+    "static_nonarrays",
 )
 BOUNDED_FUZZED = {
     "function": step,
@@ -949,3 +950,41 @@ class TestValidValuesBatchedJit:
             assert type(obj.axis_size) is int and obj.axis_size == int(axis_size)
         assert obj.in_axes is in_axes and obj.out_axes is out_axes
         assert obj.mesh is mesh
+
+
+class TestStaticNonarrays:
+    @PROPERTY
+    @given(value=st.one_of(wide_values(), st.sampled_from([True, False, np.True_, np.False_])))
+    def test_accepted_exactly_when_a_bool_else_type_error_naming_it(self, make_either, value):
+        make, api = make_either
+        if type(value) in (bool, np.bool_):
+            built = make(step, max_traces=1, static_nonarrays=value)
+            assert built.static_nonarrays is bool(value)
+            return
+        error = raised_by(make, step, max_traces=1, static_nonarrays=value)
+        assert type(error) is TypeError, error
+        assert str(error).startswith(f"{api}: static_nonarrays must be a bool; got "), error
+        try:
+            shown = repr(value)
+        except Exception:  # a hostile repr: the message shows a fallback
+            return
+        assert shown[:40] in str(error)
+
+    @PROPERTY
+    @given(
+        option=st.sampled_from(
+            ["static_argnums", "static_argnames", "donate_argnums", "donate_argnames"]
+        ),
+        on=st.booleans(),
+    )
+    def test_argument_options_are_refused_only_next_to_static_nonarrays(
+        self, make_either, option, on
+    ):
+        make, api = make_either
+        value = 0 if option.endswith("argnums") else "y"
+        if not on:
+            make(step, max_traces=1, static_nonarrays=False, **{option: value})
+            return
+        error = raised_by(make, step, max_traces=1, static_nonarrays=True, **{option: value})
+        assert type(error) is ValueError
+        assert str(error).startswith(f"{api}: {option} must be left unset when static_nonarrays")

@@ -306,3 +306,64 @@ class _NoSignature:
 
     def __call__(self, *args, **kwargs):
         return args[0] + kwargs["y"]
+
+
+class TestSignatureReuse:
+    """A plain function's signature is read once and reused while nothing it was read
+    from changes (wrapping the same function per test or per example is common)."""
+
+    @staticmethod
+    def _signature_of(wrapped):
+        return inspect.signature(wrapped._jitted)
+
+    def test_a_function_wrapped_again_reuses_its_signature(self):
+        def g(x, n=2):
+            return x * n
+
+        first = bounded_jit(g, max_traces=1, static_argnames="n")
+        second = bounded_jit(g, max_traces=1)
+        assert self._signature_of(second) is self._signature_of(first)
+
+    def test_replaced_defaults_are_read_again(self):
+        def g(x, n=2):
+            return x * n
+
+        before = bounded_jit(g, max_traces=2, static_argnames="n")
+        g.__defaults__ = (3,)
+        after = bounded_jit(g, max_traces=2, static_argnames="n")
+        assert str(self._signature_of(before)) == "(x, n=2)"
+        assert str(self._signature_of(after)) == "(x, n=3)"
+        assert after(jnp.ones(2)).tolist() == [3.0, 3.0]
+
+    def test_replaced_code_is_read_again(self):
+        def g(x, n):
+            return x * n
+
+        bounded_jit(g, max_traces=1)
+        g.__code__ = (lambda x, y, z: x + y + z).__code__
+        assert str(self._signature_of(bounded_jit(g, max_traces=1))) == "(x, y, z)"
+
+    def test_a_signature_set_on_the_function_wins(self):
+        def g(x, n):
+            return x * n
+
+        bounded_jit(g, max_traces=1)
+        g.__signature__ = inspect.signature(lambda x: x)
+        assert str(self._signature_of(bounded_jit(g, max_traces=1))) == "(x)"
+
+    def test_the_memo_does_not_keep_the_function_alive(self):
+        import gc
+        import weakref
+
+        def make():
+            def g(x):
+                return x
+
+            return g
+
+        g = make()
+        bounded_jit(g, max_traces=1)
+        alive = weakref.ref(g)
+        del g
+        gc.collect()
+        assert alive() is None

@@ -68,3 +68,13 @@ def shard_mapped_keeps_parameter_and_return_types(x: jax.Array, mesh: Mesh) -> N
         ShardMapped(step, mesh=mesh, in_specs=spec, out_specs=spec)(x, 3), tuple[jax.Array, int]
     )
     wrapped(x, "three")  # pyright: ignore[reportArgumentType]
+
+
+def static_nonarrays_keeps_types(x: jax.Array) -> None:
+    wrapped = bounded_jit(step, max_traces=1, static_nonarrays=True)
+    assert_type(wrapped(x, 3), tuple[jax.Array, int])
+    decorate = bounded_jit(max_traces=1, static_nonarrays=True)
+    assert_type(decorate(step)(x, 3), tuple[jax.Array, int])
+    assert_type(batched_jit(step, max_traces=1, static_nonarrays=True)(x, 3), tuple[jax.Array, int])
+    assert_type(BoundedJit(step, max_traces=1, static_nonarrays=True).static_nonarrays, bool)
+    bounded_jit(step, max_traces=1, static_nonarrays="yes")  # pyright: ignore[reportArgumentType]

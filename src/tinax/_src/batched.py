@@ -10,7 +10,7 @@ import attrs
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, validation
+from tinax._src import common, jit_options, nonarrays, validation
 
 R = TypeVar("R")
 
@@ -48,6 +48,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         backend: As given to `jax.jit`.
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
+        static_nonarrays: Whether every leaf that is not an array is static.
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -76,6 +77,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -104,6 +106,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
             compiler_options=self.compiler_options,
             mesh=mesh,
         )
+        static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
         set_(self, "axis_size", axis_size)
         set_(self, "max_traces", max_traces)
         set_(self, "on_exceed", on_exceed)
@@ -114,18 +117,28 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         set_(self, "donate_argnums", options.donate_argnums)
         set_(self, "keep_unused", bool(self.keep_unused))
         set_(self, "inline", bool(self.inline))
+        set_(self, "static_nonarrays", static_nonarrays)
+        statics = options.statics
+        if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
+            statics = statics._replace(nonarrays=True)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        in_axes, out_axes, statics = self.in_axes, self.out_axes, options.statics
+        in_axes, out_axes = self.in_axes, self.out_axes
 
         def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
-            if statics != jit_options.NO_STATICS:  # static arguments are not batched
-                return _batch_dynamic(inner, statics, in_axes, out_axes, axis_size, vmap_options)
+            if static_nonarrays:  # leaves that are not arrays are not batched
+                return nonarrays.vmapped(inner, in_axes, out_axes, axis_size, vmap_options)
+            if options.statics != jit_options.NO_STATICS:  # static arguments are not batched
+                return _batch_dynamic(
+                    inner, options.statics, in_axes, out_axes, axis_size, vmap_options
+                )
             return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
 
         batched = validation.vmapped(_API, function, in_axes, out_axes, axis_size, vmap_options)
-        if statics != jit_options.NO_STATICS:
+        if static_nonarrays or options.statics != jit_options.NO_STATICS:
             batched = batch(function)
         kwargs = options.jit_kwargs
+        if static_nonarrays:
+            kwargs = {**kwargs, "static_argnums": 1}
 
         def jit(counted: Callable[..., Any]) -> Any:
             return jit_options.jit(_API, counted, kwargs)
@@ -207,6 +220,7 @@ def batched_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> BatchedJit[R]: ...
 
 
@@ -233,6 +247,7 @@ def batched_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
 
 
@@ -259,6 +274,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -313,6 +329,17 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         inline: As `jax.jit`. Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
+        static_nonarrays: Hold every leaf of the arguments that is not a JAX or NumPy
+            array static, as ``eqx.filter_jit`` does: the functions, Python numbers
+            and strings inside a model (an equinox ``Module``) are compared as JAX
+            compares static arguments (same type and ``==``; they must be
+            hashable), each new value traces again, and the non-array leaves of
+            the output come back as they are (``model = step(model, x)``).
+            Leaves that are not arrays are not batched. Not with options that
+            address arguments by number or name
+            (`static_argnums`, `static_argnames`, `donate_argnums`,
+            `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
+            behaviour, and a cached call is the `jax.jit` object itself.
 
     Returns:
         The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
@@ -327,12 +354,12 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
             error, passed through); `on_exceed` is neither a str nor `None`; an axis
             name is not hashable; `sum_match` is not a bool; any `jax.jit` option
-            is malformed, as for `bounded_jit`.
+            is malformed, or `static_nonarrays` is not a bool, as for `bounded_jit`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
-            names an axis `mesh` lacks; a `jax.jit` option is invalid, as for
-            `bounded_jit`.
+            names an axis `mesh` lacks; a `jax.jit` option is invalid, or given
+            with `static_nonarrays`, as for `bounded_jit`.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -362,6 +389,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "backend": backend,
         "inline": inline,
         "compiler_options": compiler_options,
+        "static_nonarrays": static_nonarrays,
     }
     if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BatchedJit, **options))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, validation
+from tinax._src import common, jit_options, nonarrays, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +42,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         backend: As given to `jax.jit`.
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
+        static_nonarrays: Whether every leaf that is not an array is static.
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -64,6 +65,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -88,6 +90,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             compiler_options=self.compiler_options,
             mesh=mesh,
         )
+        static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
         set_(self, "max_traces", max_traces)
         set_(self, "static_argnames", options.static_argnames)
         set_(self, "donate_argnames", options.donate_argnames)
@@ -95,13 +98,19 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "donate_argnums", options.donate_argnums)
         set_(self, "keep_unused", bool(self.keep_unused))
         set_(self, "inline", bool(self.inline))
+        set_(self, "static_nonarrays", static_nonarrays)
+        statics = options.statics
+        if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
+            statics = statics._replace(nonarrays=True)
         set_(self, "on_exceed", on_exceed)
         kwargs = options.jit_kwargs
+        if static_nonarrays:
+            kwargs = {**kwargs, "static_argnums": 1}
 
         def jit(counted: Callable[..., Any]) -> Any:
             return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, function, max_traces, signature, options.statics, mesh, jit)
+        common.build(self, function, function, max_traces, signature, statics, mesh, jit)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -127,6 +136,7 @@ def bounded_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> BoundedJit[P, R]: ...
 
 
@@ -147,6 +157,7 @@ def bounded_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> Callable[[Callable[P, R]], BoundedJit[P, R]]: ...
 
 
@@ -167,6 +178,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    static_nonarrays: bool = False,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -222,6 +234,16 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             a nested call. Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
+        static_nonarrays: Hold every leaf of the arguments that is not a JAX or NumPy
+            array static, as ``eqx.filter_jit`` does: the functions, Python numbers
+            and strings inside a model (an equinox ``Module``) are compared as JAX
+            compares static arguments (same type and ``==``; they must be
+            hashable), each new value traces again, and the non-array leaves of
+            the output come back as they are (``model = step(model, x)``).
+            Not with options that address arguments by number or name
+            (`static_argnums`, `static_argnames`, `donate_argnums`,
+            `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
+            behaviour, and a cached call is the `jax.jit` object itself.
 
     Returns:
         The trace-budgeted, JIT-compiled callable. Without `function`, a decorator
@@ -238,7 +260,9 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             option is not an int or an ordered sequence of int (booleans rejected);
             `keep_unused`/`inline` is not a bool; `device` is not a `jax.Device`;
             `backend` is not a str; `compiler_options` is not a dict of str;
-            `jax.jit` rejects a sharding (its own error).
+            `jax.jit` rejects a sharding (its own error); `static_nonarrays` is not
+            a bool. On a call with `static_nonarrays`, a leaf that is not an array
+            is not hashable (the error names its path).
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
             `mesh` is empty. Also: an argname is not a keyword parameter of
@@ -250,7 +274,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             a parameter is both static and donated, by number or by name; an
             `in_shardings` tuple does not have one entry per positional argument
             that is not static; `device` or `backend` is given with `mesh`;
-            `backend` names no platform JAX can run on here.
+            `backend` names no platform JAX can run on here; `static_nonarrays` is
+            given with an argnums or argnames option, or with `in_shardings`.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -281,6 +306,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "backend": backend,
         "inline": inline,
         "compiler_options": compiler_options,
+        "static_nonarrays": static_nonarrays,
     }
     if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BoundedJit, **options))

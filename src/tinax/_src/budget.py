@@ -15,7 +15,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from tinax._src import observe, private
+from tinax._src import job_failure, observe, private, trace_agreement
 from tinax._src.jit_options import Statics
 from tinax._src.record import TracedSignature, record, unrecorded
 from tinax._src.rejections import check_in_trace
@@ -138,6 +138,8 @@ def counted(
                 with ledger.lock:
                     ledger.in_flight -= 1
                 raise
+        if job_failure.armed:  # fail_fast: the processes of a multi-process mesh trace alike
+            trace_agreement.check(ledger, reported, call, history)
         started = time.perf_counter()
         try:
             out = function(*args, **kwargs)
@@ -186,7 +188,7 @@ _ANY_ARGUMENTS = inspect.Signature(
 )
 
 
-def _plain_function(function: Callable[..., Any]) -> bool:
+def _plain_function(function: object) -> bool:
     """A ``def`` or ``lambda`` whose signature nothing overrides: JAX can read it safely."""
     if type(function) is not types.FunctionType:
         return False
@@ -247,26 +249,23 @@ def _present_as(
 ) -> None:
     """Makes JAX see ``traced`` as ``function``: signature, name, source location.
 
-    Unlike `functools.wraps`, nothing here can fail on an odd callable. A
-    signature computed at wrap time (to check argnames) is handed to JAX;
-    otherwise JAX finds it through ``__wrapped__``, once, as for the function.
-    The names are those `jax.jit` would give ``function`` (`jax_names`), so
-    compiled modules, logs and profiles read ``jit_<name>``, never
-    ``jit_traced``.
+    Unlike `functools.wraps`, nothing here can fail on an odd callable. The
+    signature is computed here (or found, for a plain function wrapped before)
+    and handed to JAX, which then does not compute it again. The names are
+    those `jax.jit` would give ``function`` (`jax_names`), so compiled modules,
+    logs and profiles read ``jit_<name>``, never ``jit_traced``.
     """
     wrapper: Any = traced
-    if not signature.known and not _plain_function(function):
-        signature.get()  # odd callables: computed here, guarded, and handed to JAX
-    if signature.known:
-        known = signature.get()
-        wrapper.__signature__ = known if known is not None else _ANY_ARGUMENTS
+    known = signature.get()  # guarded, remembered for plain functions, handed to JAX
+    wrapper.__signature__ = known if known is not None else _ANY_ARGUMENTS
     wrapper.__name__, wrapper.__qualname__ = jax_names(function)
     # JAX unwraps partials, then ``__wrapped__``, for the source location in its
     # messages ("g at file.py:3"); partials are removed here, since JAX does not
     # look through a partial reached from ``__wrapped__``.
-    try:
-        inner = _inner(function)
-        inspect.unwrap(cast(Callable[..., Any], inner))
-    except Exception:
-        return
+    inner = _inner(function)
+    if not _plain_function(inner):  # a plain function has no __wrapped__ chain to check
+        try:
+            inspect.unwrap(cast(Callable[..., Any], inner))
+        except Exception:
+            return
     wrapper.__wrapped__ = inner

@@ -18,6 +18,7 @@ from tinax._src import (
     compiles,
     jit_options,
     meshes,
+    nonarrays,
     observe,
     private,
     record,
@@ -72,19 +73,30 @@ def build(
     compiles the counted version of it. ``around`` builds ``traced`` from another
     function (the `jax.vmap` of a `BatchedJit`; ``None``: the function itself): a
     stand-in goes through it to find the error a call would raise (`rejections`).
+    With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit`` must mark
+    argument 1 static: the call is split into array leaves and a static key
+    (`nonarrays`).
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    probe = _Probe(function, signature, around, jit)  # built when first needed
+    api = type(owner).__name__
+    if statics.nonarrays:
+        traced = nonarrays.returning_marked(traced)
+    probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
     counted = budget.counted(
         traced, ledger, max_traces, signature, statics, function, rejects=probe.traced
     )
+    if statics.nonarrays:
+        counted = nonarrays.joined(counted, *budget.jax_names(function))
     jitted = jit(counted)
+    call = meshes.bind_mesh(jitted, mesh, api)
+    if statics.nonarrays:
+        call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
     setattr_(owner, "_ledger", ledger)
     setattr_(owner, "_signature", signature)
     setattr_(owner, "_static", statics)
     setattr_(owner, "_jitted", jitted)
-    setattr_(owner, "_call", meshes.bind_mesh(jitted, mesh, type(owner).__name__))
+    setattr_(owner, "_call", call)
     setattr_(owner, "_probe", probe)
     setattr_(owner, "_compiles", compiles.register(counted, ledger, owner))
     _present(owner, function)
@@ -96,7 +108,15 @@ class _Probe:
     pipeline (``around``: its `jax.vmap`), and its ``jit``; both built when first
     needed (an overrun, ``explain``), never at wrap time."""
 
-    __slots__ = ("_around", "_function", "_jit", "_jitted", "_signature", "_traced")
+    __slots__ = (
+        "_around",
+        "_function",
+        "_jit",
+        "_jitted",
+        "_nonarrays",
+        "_signature",
+        "_traced",
+    )
 
     def __init__(
         self,
@@ -104,7 +124,9 @@ class _Probe:
         signature: validation.LazySignature,
         around: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
         jit: Callable[[Callable[..., Any]], Any],
+        split: bool = False,
     ) -> None:
+        self._nonarrays = split  # static_nonarrays: jit takes (array leaves, static key)
         self._function = function
         self._signature = signature
         self._around = around
@@ -123,10 +145,54 @@ class _Probe:
         return self._built()(*args, **kwargs)
 
     def get(self) -> Any:
-        """The stand-in, jitted with the object's options (``explain``)."""
+        """The stand-in, jitted with the object's options (``explain``); with
+        ``static_nonarrays``, called as the object's `jax.jit` is: split."""
         if self._jitted is None:
-            self._jitted = self._jit(self._built())
+            built = self._built()
+            if self._nonarrays:
+                built = nonarrays.joined(built, *budget.jax_names(self._function))
+            self._jitted = self._jit(built)
         return self._jitted
+
+
+def _leaves(
+    signature: validation.LazySignature,
+    statics: jit_options.Statics,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> list[tuple[str, Any]]:
+    """``(path, value)`` of each leaf of the call that is not an array (error paths only)."""
+    try:
+        call = record.record(signature.get(), statics, args, kwargs)
+    except Exception:
+        return []
+    tree_util: Any = jax.tree_util
+    keystr = tree_util.keystr
+    return [
+        (argument.name + keystr(path), value)
+        for argument in call.recorded
+        if not argument.static
+        for path, value in zip(argument.paths, argument.values, strict=True)
+        if not record.is_abstract(value)
+    ]
+
+
+def leaf_error(
+    api: str,
+    signature: validation.LazySignature,
+    statics: jit_options.Statics,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> str | None:
+    """tinax's message for a call JAX refuses for one of its leaves (error paths only):
+    with ``static_nonarrays``, the first leaf that is not an array and not hashable;
+    without, the first leaf that is not an array. ``None`` if there is none."""
+    for path, value in _leaves(signature, statics, args, kwargs):
+        if not statics.nonarrays:
+            return nonarrays.refused_leaf_message(api, path, value)
+        if not nonarrays.hashable(value):
+            return nonarrays.unhashable_message(api, path, value)
+    return None
 
 
 def _read(function: object, name: str, default: object) -> object:
@@ -186,7 +252,7 @@ def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def _compiled(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _compiled(jitted: Any, *args: Any, **kwargs: Any) -> Any:
     return jitted.lower(*args, **kwargs).compile()
 
 
@@ -258,8 +324,16 @@ class BudgetedMixin:
             if not static
         ]
         raises = rejections.deleted(named)
-        if raises is None:
-            rejected = self._under_mesh(rejections.rejection, self._probe.get(), args, kwargs)
+        if raises is None:  # a leaf JAX refuses, or cannot hash as a static value
+            leaf_error = self._leaf_error(args, kwargs)
+            raises = None if leaf_error is None else f"TypeError: {leaf_error}"
+        if raises is None:  # JAX's own checks, around a stand-in for the function
+            jax_args, jax_kwargs = args, kwargs
+            if self._static.nonarrays:
+                jax_args, jax_kwargs = nonarrays.split_call(args, kwargs)
+            rejected = self._under_mesh(
+                rejections.rejection, self._probe.get(), jax_args, jax_kwargs
+            )
             raises = None if rejected is None else rejections.describe(rejected)
         history, used, attempt, cleared = self._ledger.snapshot()
         explanation = report.explain(
@@ -278,6 +352,27 @@ class BudgetedMixin:
         note = compiles.would_compile(self._compiles[0], explanation.reuses.number, placed)
         return attrs.evolve(explanation, compiles=note)
 
+    def _leaf_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """tinax's message for a call JAX refuses for one of its leaves, or ``None``."""
+        return leaf_error(type(self).__name__, self._signature, self._static, args, kwargs)
+
+    def _forward(
+        self, method: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> R:
+        """``method`` (of the `jax.jit` object) for a call, under the mesh; with
+        ``static_nonarrays``, on the call split into array leaves and a static key.
+        JAX's `TypeError` for a leaf it cannot take is told in tinax's words."""
+        jax_args, jax_kwargs = args, kwargs
+        if self._static.nonarrays:
+            jax_args, jax_kwargs = nonarrays.split_call(args, kwargs)
+        try:
+            return self._under_mesh(method, *jax_args, **jax_kwargs)
+        except (TypeError, ValueError):  # ValueError: JAX's, for an unhashable static key
+            text = self._leaf_error(args, kwargs)
+            if text is None:
+                raise
+        raise TypeError(text)
+
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
         """``function(*args, **kwargs)`` as if inside ``with jax.set_mesh(self.mesh):``."""
         if self.mesh is None:
@@ -289,19 +384,19 @@ class BudgetedMixin:
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``lower``."""
-        return self._under_mesh(self._jitted.lower, *args, **kwargs)
+        return self._forward(self._jitted.lower, args, kwargs)
 
     @_user_facing
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """Traces the function for these arguments (under the mesh if set); counts a trace
         if the signature is new. See `jax.jit`'s ``trace``."""
-        return self._under_mesh(self._jitted.trace, *args, **kwargs)
+        return self._forward(self._jitted.trace, args, kwargs)
 
     @_user_facing
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
-        return self._under_mesh(self._jitted.eval_shape, *args, **kwargs)
+        return self._forward(self._jitted.eval_shape, args, kwargs)
 
     @_user_facing
     def precompile(self, *args: Any, **kwargs: Any) -> jax.stages.Compiled:
@@ -341,7 +436,7 @@ class BudgetedMixin:
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
         with compiles.compiling(self._compiles):
-            return self._under_mesh(_compiled, self._jitted, args, kwargs)
+            return self._forward(functools.partial(_compiled, self._jitted), args, kwargs)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.

@@ -28,6 +28,7 @@ from tinax._src.record import (
     Argument,
     Leaf,
     TracedSignature,
+    is_abstract,
     leaves_of,
     mesh_text,
     value_text,
@@ -61,6 +62,15 @@ HINTS = {
     "new argument": _SAME_ARGUMENTS,
     "missing argument": _SAME_ARGUMENTS,
 }
+
+REBUILT_CALLABLE = (
+    "a function is equal only to itself and this one is new: build it (the optax "
+    "transformation, the lambda) once, outside the step, and pass that same object on every call"
+)
+STATIC_LEAF = (
+    "with static_nonarrays=True each new non-array value is a new trace: build functions "
+    "and configs once and keep them, or pass the value as an array (jnp.asarray) to trace it"
+)
 
 _MAX_DEPTH = 12  # how deep static values and tree nodes are searched for the difference
 
@@ -148,7 +158,15 @@ def _arguments_match(old: Argument, new: Argument) -> bool:
         return static_equal(old.values[0], new.values[0])
     if not _same(old.treedef, new.treedef) or len(old.values) != len(new.values):
         return False
-    return all(_same(a, b) for a, b in zip(old.values, new.values, strict=True))
+    return all(_leaf_match(a, b) for a, b in zip(old.values, new.values, strict=True))
+
+
+def _leaf_match(a: Any, b: Any) -> bool:
+    """Abstract values by ``==``; a leaf that is not an array (static under
+    ``static_nonarrays=True``) as JAX keys a static value."""
+    if is_abstract(a) and is_abstract(b):
+        return _same(a, b)
+    return static_equal(a, b)
 
 
 def matches(old: TracedSignature, new: TracedSignature) -> bool:
@@ -318,6 +336,7 @@ def static_differences(
                 after,
                 ("static equality",),
                 f"{_type_name(new)} is equal by repr but not by ==",
+                fix=REBUILT_CALLABLE if callable(new) else None,
             )
         ]
     return [Difference(path, before, after, (kind,), detail)]
@@ -525,9 +544,8 @@ def _tree_differences(
     """The differences between two subtrees, walked node by node."""
     old_node, new_node = _node(old_tree), _node(new_tree)
     if old_node is None and new_node is None:  # two leaves
-        difference = _leaf_difference(path, old.leaf(old_start), new.leaf(new_start))
-        if difference is not None:
-            yield difference
+        if not _leaf_match(old.argument.values[old_start], new.argument.values[new_start]):
+            yield from _value_differences(path, old, new, old_start, new_start)
         return
     if old_node is None or new_node is None or old_node[0] is not new_node[0]:
         before, after = old.text(old_tree, old_start), new.text(new_tree, new_start)
@@ -603,6 +621,35 @@ def _offsets(children: Sequence[Any], start: int) -> list[int]:
     return offsets
 
 
+def _value_differences(
+    path: str, old: _Side, new: _Side, old_index: int, new_index: int
+) -> list[Difference]:
+    """How two leaves that JAX would not match differ: a static leaf (``static_nonarrays``)
+    by value, located to the field, else by abstract value."""
+    before, after = old.argument.values[old_index], new.argument.values[new_index]
+    static_leaves = old.argument.nonarrays and new.argument.nonarrays
+    if static_leaves and not (is_abstract(before) and is_abstract(after)):
+        if is_abstract(before) or is_abstract(after):  # an array became a static value
+            detail = (
+                "static leaf: an array became a value"
+                if is_abstract(before)
+                else ("static leaf: a value became an array")
+            )
+            old_text, new_text = old.leaf(old_index).text, new.leaf(new_index).text
+            return [
+                Difference(path, old_text, new_text, ("static value",), detail, fix=STATIC_LEAF)
+            ]
+        found = static_differences(path, before, after, detail="static leaf", kind="static value")
+        return [
+            attrs.evolve(difference, fix=STATIC_LEAF)
+            if difference.kinds == ("static value",) and difference.fix is None
+            else difference
+            for difference in found
+        ]
+    difference = _leaf_difference(path, old.leaf(old_index), new.leaf(new_index))
+    return [] if difference is None else [difference]
+
+
 def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
     found: list[Difference] = []
     if old.keyword != new.keyword:
@@ -627,12 +674,10 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
     old_side, new_side = _Side(old), _Side(new)
     if _same(old.treedef, new.treedef):  # the common case: compare leaf by leaf
         for index, (before, after) in enumerate(zip(old.values, new.values, strict=True)):
-            if _same(before, after):
+            if _leaf_match(before, after):
                 continue
             path = new_side.leaf(index).path
-            difference = _leaf_difference(path, old_side.leaf(index), new_side.leaf(index))
-            if difference is not None:
-                found.append(difference)
+            found.extend(_value_differences(path, old_side, new_side, index, index))
         return found
     found.extend(_tree_differences(new.name, old_side, old.treedef, 0, new_side, new.treedef, 0, 0))
     return found

@@ -57,11 +57,13 @@ class Statics(NamedTuple):
     number counts from the end of the call's positional arguments, as in JAX);
     a keyword argument when its name is in ``argnames``. Names inferred from
     numbers, and numbers from names, are already included, as `jax.jit` infers
-    them.
+    them. ``nonarrays`` is ``static_nonarrays``: every leaf of the other
+    arguments that is not an array is static too.
     """
 
     argnums: tuple[int, ...]
     argnames: tuple[str, ...]
+    nonarrays: bool = False
 
     def positional(self, index: int, count: int) -> bool:
         """Whether the ``index``-th of ``count`` positional arguments is static."""
@@ -90,8 +92,14 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
     """``None``, or an int or an ordered sequence of distinct ints (booleans rejected)."""
     if value is None:
         return None
-    expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
     kind = type(value)
+    if kind is tuple:  # the usual form, (1,) or (0, 2): checked at once
+        given = cast(tuple[object, ...], value)
+        if all(type(entry) is int for entry in given) and len(set(given)) == len(given):
+            return cast(tuple[int, ...], given)
+    elif kind is int:
+        return (cast(int, value),)
+    expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
     entries: tuple[object, ...]
     if issubclass(kind, int | np.integer) and not issubclass(kind, bool | np.bool_):
         entries = (value,)

@@ -83,11 +83,12 @@ def bind_mesh(function: Callable[..., R], mesh: Mesh | None, owner: str) -> Call
     if mesh is None:
         return function
     abstract = mesh.abstract_mesh
-    ambient = private.mesh_is_ambient
+    concrete_now, abstract_now = private.mesh_contexts()
 
     def call_under_mesh(*args: Any, **kwargs: Any) -> R:
         try:  # free unless something is raised (zero-cost exceptions)
-            if ambient(mesh, abstract):
+            # Already inside set_mesh(mesh)? Read here: one Python frame per call, not two.
+            if concrete_now.value is mesh and abstract_now.value is abstract:
                 return function(*args, **kwargs)
             with mesh_scope(mesh, owner):
                 return function(*args, **kwargs)

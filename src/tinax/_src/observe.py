@@ -46,7 +46,7 @@ import attrs
 import jax
 import jax.monitoring
 
-from tinax._src import compare, elide, registry_table, report
+from tinax._src import compare, elide, job_failure, registry_table, report, trace_agreement
 from tinax._src.errors import TraceBudgetError, TraceBudgetWarning
 from tinax._src.validation import ON_EXCEED, OnExceed, check_on_exceed
 
@@ -355,6 +355,7 @@ def register(owner: Any, ledger: Ledger) -> None:
     # there (sys._getframe materializes only the frame it returns; each f_back, one more).
     ledger.birth = _birth(owner, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
     ledger.on_exceed = owner.on_exceed
+    trace_agreement.constructed(ledger, owner.function)  # its identity across processes
     ref = weakref.ref(owner)
     ledger.owner = ref
     with _registry_lock:
@@ -598,6 +599,8 @@ def refused(
     error = report.budget_error(function, max_traces, used, attempt, history, call)
     if logger.isEnabledFor(logging.WARNING):
         logger.warning("%s", error)
+    if job_failure.armed:  # fail_fast: a refused trace ends the whole job
+        job_failure.budget_error(error)
     return error
 
 

@@ -59,18 +59,14 @@ def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:
     return previous_abstract, previous_concrete
 
 
-def mesh_is_ambient(mesh: Mesh, abstract: Any) -> bool:
-    """Whether ``with jax.set_mesh(mesh):`` is already in effect (both of its contexts
-    hold exactly these objects). A few attribute reads: cheap enough for every call.
-
-    There is no public getter for the concrete mesh that works inside traces
-    (`jax.sharding.get_mesh` refuses there).
-    """
+def mesh_contexts() -> tuple[Any, Any]:
+    """JAX's two contexts that ``with jax.set_mesh(mesh):`` sets: the concrete mesh and
+    the abstract mesh. ``set_mesh(mesh)`` is in effect when their ``value`` is exactly
+    ``mesh`` and ``mesh.abstract_mesh``; ``value`` is a C getter, cheap enough for
+    every call, read in the caller's own frame. There is no public getter for the
+    concrete mesh that works inside traces (`jax.sharding.get_mesh` refuses there)."""
     config: Any = _jax_config
-    return (
-        config.device_context.value is mesh
-        and config.abstract_mesh_context_manager.value is abstract
-    )
+    return config.device_context, config.abstract_mesh_context_manager
 
 
 def restore_mesh(previous: tuple[Any, Any]) -> None:
@@ -158,3 +154,37 @@ def unspecified() -> Any:
     from jax._src import sharding_impls
 
     return cast(Any, sharding_impls).UNSPECIFIED
+
+
+def ambient_concrete_mesh() -> Mesh | None:
+    """The mesh of the innermost ``jax.set_mesh`` (or of a bound object's call), also
+    inside a trace; ``None`` when there is none. `jax.sharding.get_mesh` refuses to
+    run inside a trace."""
+    config: Any = _jax_config
+    value = config.device_context.value
+    return value if isinstance(value, Mesh) and not value.empty else None
+
+
+def distributed_state() -> Any:
+    """JAX's ``jax.distributed`` state: ``client`` (its coordination service client, with
+    the key-value store calls), ``service``, ``process_id``, ``num_processes``. No public
+    API reaches the client."""
+    from jax._src import distributed  # pyright: ignore[reportMissingTypeStubs]
+
+    return distributed.global_state
+
+
+def literal_array_types() -> tuple[type, ...]:
+    """JAX's array types for literals that are not `jax.Array` (``LiteralArray``,
+    ``TypedNdArray``), which ``eqx.is_array`` counts as arrays; none where this JAX
+    version lacks them. No public name."""
+    found: list[type] = []
+    try:
+        from jax._src import literals
+    except ImportError:
+        return ()
+    for name in ("LiteralArray", "TypedNdArray"):
+        kind = getattr(literals, name, None)
+        if isinstance(kind, type):
+            found.append(kind)
+    return tuple(found)

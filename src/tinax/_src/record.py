@@ -22,6 +22,7 @@ from jax.sharding import AbstractMesh
 
 from tinax._src import private
 from tinax._src.jit_options import Statics
+from tinax._src.nonarrays import is_array
 
 _LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())
@@ -68,7 +69,8 @@ class Argument:
     ``values`` holds the abstract value of each leaf (``jax.typeof``), or the
     leaf itself where it is not an array (JAX would refuse the call).
     ``star`` marks a ``*args`` parameter: its value is the tuple of the extra
-    positional arguments.
+    positional arguments. ``nonarrays`` marks an argument of an object with
+    ``static_nonarrays=True``: its leaves that are not arrays are static values.
     """
 
     name: str
@@ -78,6 +80,7 @@ class Argument:
     paths: tuple[Any, ...]  # key path per leaf
     values: tuple[Any, ...]
     star: bool = False
+    nonarrays: bool = False
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)  # slots=False: cached text properties
@@ -330,8 +333,13 @@ def record(
             continue
         flat, treedef = flatten(value)
         paths = tuple(path for path, _ in flat)
-        values = tuple(_abstract(leaf) for _, leaf in flat)
-        recorded.append(Argument(name, keyword, False, treedef, paths, values, star))
+        if statics.nonarrays:  # static_nonarrays: leaves that are not arrays stay values
+            values = tuple(_abstract(leaf) if is_array(leaf) else leaf for _, leaf in flat)
+        else:
+            values = tuple(_abstract(leaf) for _, leaf in flat)
+        recorded.append(
+            Argument(name, keyword, False, treedef, paths, values, star, statics.nonarrays)
+        )
     mesh: AbstractMesh = jax.sharding.get_abstract_mesh()
     return TracedSignature(0, tuple(recorded), mesh, private.trace_config())
 

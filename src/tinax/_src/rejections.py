@@ -65,14 +65,10 @@ def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable
         wrapper.__qualname__ = function.__qualname__
     except Exception:
         pass
-    # JAX names the arguments in its errors from the signature: the function's, found
-    # through __wrapped__ when first needed (computing it here would slow every wrap).
-    if signature.known:
-        known = signature.get()
-        if known is not None:
-            wrapper.__signature__ = known
-    elif _plain(function):
-        wrapper.__wrapped__ = function
+    # JAX names the arguments in its errors from the signature (built on first need only).
+    known = signature.get()
+    if known is not None:
+        wrapper.__signature__ = known
     return check
 
 

@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -183,6 +184,15 @@ class Explanation:
         where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
         if self.raises is not None:
+            if self.raises.startswith(("TypeError: BoundedJit:", "TypeError: BatchedJit:")):
+                # tinax's words for a leaf JAX refuses: a long message, wrapped whole
+                return "\n".join(
+                    (
+                        fit(f"{where}: JAX would refuse a leaf of this call; {budget}."),
+                        "It would raise this error, and trace nothing:",
+                        *textwrap.wrap(self.raises, 100),
+                    )
+                )
             return "\n".join(
                 (
                     fit(f"{where}: JAX would reject this call before tracing; {budget}."),

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import inspect
 import operator
+import types
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, cast
 
@@ -168,13 +170,39 @@ def signature_of(function: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
+def _plain(function: object) -> bool:
+    """A ``def`` or ``lambda`` whose signature nothing overrides (no ``__signature__``
+    or ``__wrapped__`` of its own): its signature follows from its code, defaults and
+    annotations alone."""
+    if type(function) is not types.FunctionType:
+        return False
+    own = function.__dict__
+    return "__signature__" not in own and "__wrapped__" not in own
+
+
+# The signatures of plain functions, kept while each function lives (weakly), with what
+# they were read from: a function wrapped again (per test, per hypothesis example, per
+# model) is not read again, which is most of a wrap's cost past jax.jit's own (~8 us).
+_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[object, ...]] = weakref.WeakKeyDictionary()
+
+
+def _read_from(function: types.FunctionType) -> tuple[object, ...]:
+    return (
+        function.__code__,
+        function.__defaults__,
+        function.__kwdefaults__,
+        function.__annotations__,
+    )
+
+
 class LazySignature:
     """The signature of a function, computed once, when first needed.
 
-    Most objects never need it at wrap time (no argnames to check), and `jax.jit`
-    finds the signature itself through ``__wrapped__``: computing it here too
-    would double the cost of building an object. Traces and ``explain`` ask
-    for it; a benign race between threads computes it twice, the same.
+    A plain function's signature is remembered while the function lives and
+    reused when it is wrapped again, unless its code, defaults or annotations
+    were replaced since. The signature is handed to `jax.jit` (as the counted
+    function's ``__signature__``), so that JAX does not compute it a second
+    time. A benign race between threads computes it twice, the same.
     """
 
     __slots__ = ("_function", "_known", "_value")
@@ -183,17 +211,23 @@ class LazySignature:
         self._function = function
         self._known = False
         self._value: inspect.Signature | None = None
-
-    @property
-    def known(self) -> bool:
-        """Whether the signature has been computed already."""
-        return self._known
+        if type(function) is types.FunctionType:
+            entry = _SIGNATURES.get(function)
+            if entry is not None and _plain(function):
+                read = _read_from(function)
+                if all(a is b for a, b in zip(entry[:-1], read, strict=True)):
+                    self._value = cast("inspect.Signature", entry[-1])
+                    self._known = True
 
     def get(self) -> inspect.Signature | None:
         """The signature, or ``None`` where Python cannot give one."""
         if not self._known:
-            self._value = signature_of(self._function)
+            function = self._function
+            self._value = signature_of(function)
             self._known = True
+            if self._value is not None and _plain(function):
+                plain = cast(types.FunctionType, function)
+                _SIGNATURES[plain] = (*_read_from(plain), self._value)
         return self._value
 
 

@@ -1,0 +1,289 @@
+"""``static_nonarrays=True``: every leaf that is not an array is static, as `eqx.filter_jit`.
+
+A model library's module (an equinox ``Module``) is a pytree whose leaves mix
+arrays with functions (``activation``), Python numbers and strings. `jax.jit`
+refuses the call; equinox's ``filter_jit`` holds the non-array leaves static,
+at a cost of about 100 us per call in Python. This does the same in a few
+microseconds:
+
+- per call (`caller`): one `jax.tree_util.tree_flatten` of ``(args, kwargs)``,
+  one loop that sorts the leaves into arrays and the rest (a dict lookup per
+  leaf type), then the `jax.jit` object is called with the list of array
+  leaves and one static key: ``(tree structure, the leaves with None where an
+  array is, the type of each non-array leaf)``. JAX hashes the key and compares
+  it with ``==``: a new structure, a new non-array value or the same value with
+  another type traces again, exactly as JAX keys a static argument.
+- at trace time only (`joined`): the key and the traced leaves are put back
+  into the user's arguments, the function runs, and the non-array leaves of
+  its output are carried in the output's tree structure (`StaticLeaf`), which
+  JAX keeps per compiled executable and rebuilds on every call: a module
+  returned with its functions comes back whole, with no work in Python.
+
+Everything runs in tinax's frames, hidden from tracebacks like JAX's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+import jax
+import numpy as np
+from jax.core import Tracer
+
+from tinax._src import private
+
+_ARRAY_TYPES: tuple[type, ...] = (
+    np.ndarray,
+    np.generic,
+    jax.Array,
+    Tracer,  # a jax.Array by isinstance, not by issubclass
+    jax.ShapeDtypeStruct,  # stands for an array (lower, eval_shape, precompile)
+    *private.literal_array_types(),
+)
+_KNOWN: dict[type, bool] = {}
+_KNOWN_LIMIT = 4096
+
+_tree_util: Any = jax.tree_util
+flatten: Any = _tree_util.tree_flatten
+
+
+def _array_type(kind: type) -> bool:
+    known = _KNOWN.get(kind)
+    if known is None:
+        if len(_KNOWN) > _KNOWN_LIMIT:
+            _KNOWN.clear()
+        known = _KNOWN[kind] = issubclass(kind, _ARRAY_TYPES)
+    return known
+
+
+def is_array(leaf: object) -> bool:
+    """Whether ``leaf`` is traced under ``static_nonarrays=True``: a JAX or NumPy array
+    (``eqx.is_array``'s rule; NumPy scalars count, Python numbers do not), or a
+    `jax.ShapeDtypeStruct` standing for one."""
+    return _array_type(type(leaf))
+
+
+class StaticLeaf:
+    """A non-array leaf of a traced function's output, carried in the tree structure.
+
+    Registered as a pytree node with no children whose auxiliary data is the
+    value: JAX stores it with the executable's output structure, and rebuilding
+    the output gives back the value itself (never a `StaticLeaf`).
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+
+def _flatten_leaf(leaf: StaticLeaf) -> tuple[tuple[()], object]:
+    return (), leaf.value
+
+
+def _unflatten_leaf(value: object, children: object) -> object:
+    return value
+
+
+_tree_util.register_pytree_node(StaticLeaf, _flatten_leaf, _unflatten_leaf)
+
+
+def marked(out: Any) -> Any:
+    """``out`` with each non-array leaf in a `StaticLeaf` (at trace time only)."""
+    leaves: list[object]
+    leaves, treedef = flatten(out)
+    if all(is_array(leaf) for leaf in leaves):
+        return out
+    return treedef.unflatten([leaf if is_array(leaf) else StaticLeaf(leaf) for leaf in leaves])
+
+
+def returning_marked(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` whose output has its non-array leaves marked (see `marked`)."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = function(*args, **kwargs)
+        if not private.tracing_to_jaxpr():  # eager (jax.disable_jit): nothing rebuilds it
+            return out
+        return marked(out)
+
+    return run
+
+
+Key = tuple[Any, tuple[Any, ...], tuple[type, ...]]
+
+
+def split(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Any], Key]:
+    """``(array leaves, static key)`` of a call; see the module docstring."""
+    leaves, treedef = flatten((args, kwargs))
+    known = _KNOWN
+    dynamic: list[Any] = []
+    statics: list[Any] = []
+    types: list[type] = []
+    for leaf in leaves:
+        kind: type = type(cast(object, leaf))
+        array = known.get(kind)
+        if array is None:
+            array = _array_type(kind)
+        if array:
+            dynamic.append(leaf)
+            statics.append(None)  # None is never a leaf: it marks an array's place
+        else:
+            statics.append(leaf)
+            types.append(kind)
+    return dynamic, (treedef, tuple(statics), tuple(types))
+
+
+def join(dynamic: list[Any], key: Key) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's ``(args, kwargs)`` back from `split`'s parts."""
+    treedef, statics, _ = key
+    arrays = iter(dynamic)
+    leaves = [next(arrays) if leaf is None else leaf for leaf in statics]
+    args, kwargs = treedef.unflatten(leaves)
+    return args, kwargs
+
+
+def split_call(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """What the `jax.jit` object gets for a call: ``((array leaves, key), {})``."""
+    dynamic, key = split(args, kwargs)
+    return (dynamic, key), {}
+
+
+def joined(counted: Callable[..., Any], name: str, qualname: str) -> Callable[..., Any]:
+    """What `jax.jit` traces (with ``static_argnums=1``): the user's arguments put back
+    together from the array leaves (tracers) and the static key, then ``counted``."""
+
+    def traced(dynamic: list[Any], key: Key) -> Any:
+        args, kwargs = join(dynamic, key)
+        return counted(*args, **kwargs)
+
+    traced.__name__, traced.__qualname__ = name, qualname  # jit_<name>, as for the function
+    return traced
+
+
+def caller(
+    jitted: Callable[..., Any], unhashable: Callable[[tuple[Any, ...], dict[str, Any]], str | None]
+) -> Callable[..., Any]:
+    """The per-call path: split, call the compiled function, and turn JAX's error about
+    an unhashable static value into one that names the leaf (``unhashable`` finds it)."""
+
+    def call_static_nonarrays(*args: Any, **kwargs: Any) -> Any:
+        dynamic, key = split(args, kwargs)
+        try:  # free unless something is raised (zero-cost exceptions)
+            return jitted(dynamic, key)
+        except (TypeError, ValueError) as error:  # JAX: ValueError for an unhashable key
+            text = unhashable(args, kwargs)
+            if text is not None:
+                raise TypeError(text) from None
+            private.filter_traceback(error)
+            raise
+        except Exception as error:
+            private.filter_traceback(error)
+            raise
+
+    return call_static_nonarrays
+
+
+def hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except Exception:
+        return False
+    return True
+
+
+def _shown(value: object) -> str:
+    """A leaf in a message: a function by its name, cut short, with its type."""
+    from tinax._src.record import value_text
+
+    return f"{value_text(value, 80)} ({type(value).__qualname__})"
+
+
+def unhashable_message(api: str, path: str, value: object) -> str:
+    return (
+        f"{api}: with static_nonarrays=True every leaf that is not an array is static, and "
+        f"JAX keys its cache on static values, so they must be hashable; the leaf {path} is "
+        f"{_shown(value)}, which is not. Make it hashable (a tuple, not a list; "
+        f"@dataclass(frozen=True)), register its class as a pytree, or make it an array."
+    )
+
+
+def refused_leaf_message(api: str, path: str, value: object) -> str:
+    """tinax's words for a leaf `jax.jit` cannot trace (a function in a module)."""
+    return (
+        f"{api}: the argument leaf {path} is {_shown(value)}, not an array, and jax.jit "
+        f"traces arrays only. Pass static_nonarrays=True to hold every leaf that is not an "
+        f"array static (as eqx.filter_jit does), or split the model with "
+        f"eqx.partition(model, eqx.is_array) and pass its static part by static_argnames."
+    )
+
+
+# --- wrap time -------------------------------------------------------------------------------
+
+_BY_ARGUMENT = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames")
+
+
+def check(api: str, value: object, parsed: Any, in_shardings: object) -> bool:
+    """Checks ``static_nonarrays`` (a bool), then that no option addresses arguments by
+    number or name next to it: the call reaches `jax.jit` as a list of array leaves and
+    one static key, where those numbers and names mean nothing (``eqx.filter_jit``
+    refuses them too). ``parsed`` is `jit_options.parse`'s result."""
+    from tinax._src.jit_options import UNSPECIFIED, check_bool
+
+    flag = check_bool(api, "static_nonarrays", value)
+    if not flag:
+        return False
+    given: list[tuple[str, object]] = [
+        (name, getattr(parsed, name))
+        for name in _BY_ARGUMENT
+        if getattr(parsed, name) not in (None, ())
+    ]
+    if in_shardings is not UNSPECIFIED:
+        given.append(("in_shardings", in_shardings))
+    if given:
+        name, shown = given[0]
+        raise ValueError(
+            f"{api}: {name} must be left unset when static_nonarrays=True (every leaf that is "
+            f"not an array is static already, and the call reaches jax.jit as its array "
+            f"leaves, where argument numbers and names do not apply; eqx.filter_jit refuses "
+            f"them too); got {name}={shown!r}."
+        )
+    return True
+
+
+def vmapped(
+    function: Callable[..., Any],
+    in_axes: Any,
+    out_axes: Any,
+    axis_size: int | None,
+    vmap_options: dict[str, Any],
+) -> Callable[..., Any]:
+    """``jax.vmap(function)`` over the array leaves only: the others, static, never reach
+    `jax.vmap` (it would refuse them) and are put back around each example.
+
+    The arguments reach `jax.vmap` with ``None`` where a leaf is not an array, so
+    that ``in_axes`` (a prefix of the arguments) applies as written. Runs at trace
+    time only.
+    """
+
+    def batched(*args: Any, **kwargs: Any) -> Any:
+        leaves, treedef = flatten((args, kwargs))
+        statics = [None if is_array(leaf) else leaf for leaf in leaves]
+        hollow_args, hollow_kwargs = treedef.unflatten(
+            [leaf if is_array(leaf) else None for leaf in leaves]
+        )
+
+        def per_example(*inner: Any, **inner_kwargs: Any) -> Any:
+            arrays = iter(flatten((inner, inner_kwargs))[0])
+            full = [next(arrays) if leaf is None else leaf for leaf in statics]
+            example_args, example_kwargs = treedef.unflatten(full)
+            return marked(function(*example_args, **example_kwargs))
+
+        vmap: Any = jax.vmap
+        return vmap(
+            per_example, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size, **vmap_options
+        )(*hollow_args, **hollow_kwargs)
+
+    return batched

@@ -1,0 +1,261 @@
+"""Trace agreement: the processes of a multi-process mesh must trace alike.
+
+In a multi-controller JAX job every process runs the same program; an object
+whose mesh spans several processes compiles one SPMD program whose collectives
+need every process. If one host retraces (a short last batch) while the others
+reuse the old program, the collectives no longer match and the job hangs.
+
+Once `fail_fast` is armed, every trace of such an object publishes its
+abstract signature in JAX's coordination key-value store under
+``tinax/agree/<object>/<round>/<process>`` and waits, up to ``trace_timeout``
+seconds, for the other processes of the mesh to publish theirs for the same
+object and round. A process missing at the deadline, or a signature that
+differs, ends the job (`job_failure.fail_agreed`) with one message naming who
+traced, who did not, and the differences.
+
+Two objects on two processes are "the same" when the wrapped function's
+qualified name, the file name and line where the object was built, and the
+object's rank among the objects built there (in order of construction) all
+agree. The file's directory is left out, so that hosts with different checkout
+paths still agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tinax._src import compare, job_failure, private, report
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+    from tinax._src.budget import Ledger
+    from tinax._src.record import TracedSignature
+
+_PREFIX = "tinax/agree/"
+_MAX_LISTED = 12
+_MAX_NAME = 60
+
+_lock = threading.Lock()
+_built: dict[tuple[str, str], int] = {}  # (function, place built) -> objects built there so far
+_identities: weakref.WeakKeyDictionary[Ledger, str] = weakref.WeakKeyDictionary()
+_rounds: weakref.WeakKeyDictionary[Ledger, int] = weakref.WeakKeyDictionary()
+_mesh_processes: dict[Mesh, tuple[int, ...]] = {}
+
+
+def constructed(ledger: Ledger, function: Callable[..., Any]) -> None:
+    """Gives a new object its identity across processes: function, place built, and its
+    rank among the objects built there."""
+    birth = ledger.birth
+    place = "?" if birth is None else f"{os.path.basename(birth[0][0])}:{birth[0][1]}"
+    name = _name(function)
+    with _lock:
+        rank = _built.get((name, place), 0)
+        _built[(name, place)] = rank + 1
+        _identities[ledger] = f"{name} built at {place}, #{rank}"
+
+
+def _name(function: Callable[..., Any]) -> str:
+    """The function's qualified name; a callable whose attributes raise must not break
+    the construction of its wrapper."""
+    try:
+        return report.function_name(function)
+    except Exception:
+        return "<unnamed function>"
+
+
+def _processes(mesh: Mesh) -> tuple[int, ...]:
+    found = _mesh_processes.get(mesh)
+    if found is None:
+        found = tuple(sorted({int(device.process_index) for device in mesh.devices.flat}))
+        if len(_mesh_processes) > 256:
+            _mesh_processes.clear()
+        _mesh_processes[mesh] = found
+    return found
+
+
+def _listed(processes: Sequence[int]) -> str:
+    if len(processes) == 1:
+        return f"process {processes[0]}"
+    return "processes " + ", ".join(str(process) for process in processes)
+
+
+def _payload(call: TracedSignature) -> bytes:
+    text = str(call).partition(": ")[2]
+    try:
+        return pickle.dumps((text, call))
+    except Exception:  # a static value that does not pickle: compare by text
+        return pickle.dumps((text, None))
+
+
+def _unpacked(data: bytes) -> tuple[str, TracedSignature | None]:
+    try:
+        text, signature = pickle.loads(data)  # written by this job's own processes
+        return str(text), signature
+    except Exception:
+        return "(unreadable)", None
+
+
+def _same(mine: tuple[str, TracedSignature | None], theirs: tuple[str, Any]) -> bool:
+    if mine[1] is not None and theirs[1] is not None:
+        try:
+            return compare.matches(mine[1], theirs[1])
+        except Exception:
+            pass
+    return mine[0] == theirs[0]
+
+
+def check(
+    ledger: Ledger,
+    function: Callable[..., Any],
+    call: TracedSignature,
+    history: Sequence[TracedSignature],
+) -> None:
+    """At a trace: if the ambient mesh spans several processes, waits for the others to
+    make the same trace, and ends the job if they do not. Store errors skip the check."""
+    job = job_failure.current_job()
+    mesh = private.ambient_concrete_mesh()
+    if job is None or mesh is None:
+        return
+    processes = _processes(mesh)
+    if len(processes) < 2 or job.index not in processes:
+        return
+    identity = _identities.get(ledger)
+    if identity is None:
+        return
+    with _lock:
+        round_ = _rounds.get(ledger, 0) + 1
+        _rounds[ledger] = round_
+    digest = hashlib.sha1(identity.encode(), usedforsecurity=False).hexdigest()[:24]
+    base = f"{_PREFIX}{digest}/{round_}/"
+    payload = _payload(call)
+    try:
+        job.client.key_value_set_bytes(base + str(job.index), payload, allow_overwrite=True)
+    except Exception:
+        return
+    deadline = time.monotonic() + job.trace_timeout
+    seen: dict[int, tuple[str, Any]] = {job.index: _unpacked(payload)}
+    missing: list[int] = []
+    for process in processes:
+        if process == job.index:
+            continue
+        left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+        try:
+            seen[process] = _unpacked(
+                job.client.blocking_key_value_get_bytes(base + str(process), left_ms)
+            )
+        except Exception:
+            missing.append(process)
+    mine = seen[job.index]
+    if not missing and all(_same(mine, theirs) for theirs in seen.values()):
+        return
+    text = disagreement(
+        function, processes, len(history) + 1, seen, missing, history, job.trace_timeout
+    )
+    heading = (
+        f"tinax.parallel.fail_fast: process {job.index} of {job.count} found that the "
+        "processes traced differently; ending every process."
+    )
+    job_failure.fail_agreed(job, f"{heading}\n{text}")
+
+
+def _groups(seen: dict[int, tuple[str, Any]]) -> list[tuple[list[int], tuple[str, Any]]]:
+    """The processes that traced, grouped by signature, in order of their lowest index."""
+    groups: list[tuple[list[int], tuple[str, Any]]] = []
+    for process in sorted(seen):
+        for members, signature in groups:
+            if _same(signature, seen[process]):
+                members.append(process)
+                break
+        else:
+            groups.append(([process], seen[process]))
+    return groups
+
+
+def _difference_lines(
+    old: TracedSignature | None, new: tuple[str, Any], on: Sequence[int]
+) -> tuple[list[str], list[Any]]:
+    where = f" on {_listed(on)}"
+    if old is not None and new[1] is not None:
+        try:
+            found = list(compare.differences(old, new[1]))
+        except Exception:
+            found = []
+        if found:
+            lines = [report.fit(f"  {difference}{where}") for difference in found[:_MAX_LISTED]]
+            if len(found) > _MAX_LISTED:
+                lines.append(f"  ... and {len(found) - _MAX_LISTED} more{where}")
+            return lines, found
+    return [report.fit(f"  {new[0]}{where}")], []
+
+
+def disagreement(
+    function: Callable[..., Any],
+    processes: Sequence[int],
+    number: int,
+    seen: dict[int, tuple[str, Any]],
+    missing: Sequence[int],
+    history: Sequence[TracedSignature],
+    timeout: float,
+) -> str:
+    """The message for a trace the processes of a mesh did not make alike."""
+    name = report.fit(_name(function), _MAX_NAME)
+    location = report.function_location(function)
+    where = f"{name} ({location})" if location else name
+    groups = _groups(seen)
+    traced = sorted(seen)
+    lines = [
+        report.fit(
+            f"{where}: the processes of its mesh ({', '.join(map(str, processes))}) no longer "
+            "trace it alike, so their collectives would hang."
+        )
+    ]
+    if missing:
+        lines.append(
+            report.fit(
+                f"Trace {number} was made by {_listed(traced)} but not by {_listed(missing)} "
+                f"within trace_timeout={timeout:g} s."
+            )
+        )
+    if len(groups) > 1:
+        lines.append(
+            f"Trace {number} has {len(groups)} different signatures: "
+            + "; ".join(_listed(members) for members, _ in groups)
+            + "."
+        )
+    found: list[Any] = []
+    if len(groups) > 1:
+        reference_members, reference = groups[0]
+        lines.append(f"Differences from the signature of {_listed(reference_members)}:")
+        for members, signature in groups[1:]:
+            more, kinds = _difference_lines(reference[1], signature, members)
+            lines.extend(more)
+            found.extend(kinds)
+    else:
+        best, _ = (
+            compare.closest(history, groups[0][1][1])
+            if groups[0][1][1] is not None and history
+            else (None, ())
+        )
+        if best is None:
+            lines.append("No earlier trace to compare with; this trace:")
+            lines.extend(_difference_lines(None, groups[0][1], groups[0][0])[0])
+        else:
+            lines.append(f"Differences from trace #{best.number}, which every process made:")
+            more, found = _difference_lines(best, groups[0][1], groups[0][0])
+            lines.extend(more)
+    fixes: dict[str, str] = {}
+    for difference in found:
+        for kind in difference.kinds:
+            fixes.setdefault(kind, difference.fix or compare.HINTS[kind])
+    if fixes:
+        lines.append("How to fix:")
+        lines.extend(report.fit(f"  {kind}: {fix}") for kind, fix in fixes.items())
+    return "\n".join(lines)

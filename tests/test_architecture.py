@@ -1,0 +1,96 @@
+"""The package's shape: no import cycle among tinax's own modules."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+_ROOT = pathlib.Path(__file__).resolve().parent.parent / "src"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(_ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: pathlib.Path, known: set[str]) -> set[str]:
+    """The tinax modules ``path`` imports, at run time or for type checking alike."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name in known)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(_ROOT.joinpath("tinax").rglob("*.py"))
+    known = {_module_name(path) for path in paths}
+    return {_module_name(path): _imports(path, known) - {_module_name(path)} for path in paths}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as ``[a, b, ..., a]``, or ``None``."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (cycle := visit(target)) is not None:
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)) is not None:
+            return cycle
+    return None
+
+
+def test_the_package_has_no_import_cycle():
+    graph = import_graph()
+    assert "tinax._src.budget" in graph  # the parse found the package
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+@pytest.mark.parametrize(
+    ("graph", "expected"),
+    [
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, None),
+        ({"a": {"b"}, "b": {"a"}}, ["a", "b", "a"]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"b"}}, ["b", "c", "b"]),
+    ],
+)
+def test_the_cycle_finder_finds_cycles(graph, expected):
+    assert find_cycle(graph) == expected
+
+
+def test_imports_from_the_package_are_seen(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from tinax._src import budget\n"
+        "if TYPE_CHECKING:\n"
+        "    from tinax._src.record import TracedSignature\n"
+        "import tinax._src.observe\n"
+    )
+    known = {"tinax._src.budget", "tinax._src.record", "tinax._src.observe", "tinax._src"}
+    assert _imports(module, known) == {
+        "tinax._src",
+        "tinax._src.budget",
+        "tinax._src.record",
+        "tinax._src.observe",
+    }

@@ -1,0 +1,513 @@
+"""``static_nonarrays=True``: equinox models passed whole, trained as under eqx.filter_jit."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
+from tinax.testing import arguments, no_new_traces
+
+
+def lines(text: object) -> list[str]:
+    return [line.strip() for line in str(text).splitlines()]
+
+
+def mlp(activation: Any = jax.nn.relu, seed: int = 0) -> eqx.nn.MLP:
+    return eqx.nn.MLP(16, 4, 32, 2, activation=activation, key=jax.random.key(seed))
+
+
+class Scaled(eqx.Module):
+    """A module with a Python-int field (a leaf, not a static field)."""
+
+    linear: eqx.nn.Linear
+    power: int
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.linear(x) ** self.power
+
+
+def scaled(power: int) -> Scaled:
+    return Scaled(eqx.nn.Linear(3, 2, key=jax.random.key(0)), power)
+
+
+def forward(model: Any, x: jax.Array) -> jax.Array:
+    return model(x)
+
+
+# --- training, as under eqx.filter_jit ------------------------------------------------------
+
+
+def train(jit: Any, model: Any, batches: list[tuple[jax.Array, jax.Array]]) -> list[float]:
+    """Losses of an optax adam loop whose step is compiled by ``jit``."""
+    optimizer = optax.adam(1e-2)
+
+    def loss_fn(model: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        return jnp.mean((jax.vmap(model)(x) - y) ** 2)
+
+    def step(model: Any, state: Any, x: jax.Array, y: jax.Array) -> Any:
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model, x, y)
+        updates, state = optimizer.update(grads, state, model)
+        return eqx.apply_updates(model, updates), state, loss
+
+    compiled = jit(step)
+    state = optimizer.init(eqx.filter(model, eqx.is_array))
+    losses = []
+    for x, y in batches:
+        model, state, loss = compiled(model, state, x, y)
+        losses.append(float(loss))
+    return losses
+
+
+class SmallCNN(eqx.Module):
+    conv: eqx.nn.Conv2d
+    head: eqx.nn.Linear
+    activation: Any
+
+    def __init__(self, key: jax.Array) -> None:
+        first, second = jax.random.split(key)
+        self.conv = eqx.nn.Conv2d(1, 2, 3, key=first)
+        self.head = eqx.nn.Linear(2 * 4 * 4, 1, key=second)
+        self.activation = jax.nn.relu
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return self.head(self.activation(self.conv(x)).reshape(-1))
+
+
+def batches(x_shape: tuple[int, ...], y_shape: tuple[int, ...], count: int = 4) -> list[Any]:
+    keys = jax.random.split(jax.random.key(1), 2 * count)
+    return [
+        (jax.random.normal(keys[2 * i], x_shape), jax.random.normal(keys[2 * i + 1], y_shape))
+        for i in range(count)
+    ]
+
+
+class TestTraining:
+    @pytest.mark.parametrize(
+        "make, x_shape, y_shape",
+        [
+            pytest.param(lambda: mlp(), (8, 16), (8, 4), id="mlp"),
+            pytest.param(lambda: SmallCNN(jax.random.key(0)), (8, 1, 6, 6), (8, 1), id="cnn"),
+        ],
+    )
+    def test_losses_equal_filter_jit_when_trained_with_optax(self, make, x_shape, y_shape):
+        data = batches(x_shape, y_shape)
+        ours: list[BoundedJit[..., Any]] = []
+
+        def tinax_jit(step: Any) -> Any:
+            ours.append(bounded_jit(step, max_traces=1, static_nonarrays=True))
+            return ours[0]
+
+        expected = train(eqx.filter_jit, make(), data)
+        got = train(tinax_jit, make(), data)
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+        assert got[-1] < got[0]  # it trains
+        assert ours[0].traces_used == 1
+
+
+# --- what comes back ------------------------------------------------------------------------
+
+
+class TestOutputs:
+    def test_module_comes_back_with_its_functions_when_returned(self):
+        step = bounded_jit(lambda model: model, max_traces=1, static_nonarrays=True)
+        model = mlp()
+        for _ in range(3):
+            model = step(model)
+        assert type(model) is eqx.nn.MLP
+        assert model.activation is jax.nn.relu
+        assert model(jnp.ones(16)).shape == (4,)
+        assert step.traces_used == 1
+
+    def test_python_values_of_the_output_come_back_as_they_are(self):
+        marker = object()
+
+        def function(x: jax.Array, name: str) -> Any:
+            return {"y": x * 2, "name": name, "n": 3, "lr": 0.5, "mark": marker, "none": None}
+
+        step = bounded_jit(function, max_traces=1, static_nonarrays=True)
+        out = step(jnp.ones(2), "run-1")
+        assert out["name"] == "run-1" and out["n"] == 3 and out["lr"] == 0.5
+        assert out["mark"] is marker and out["none"] is None
+        assert type(out["n"]) is int
+        assert out["y"].tolist() == [2.0, 2.0]
+
+    def test_static_output_belongs_to_its_trace_when_shapes_retrace(self):
+        step = bounded_jit(lambda x: (x, x.shape[0]), max_traces=2, static_nonarrays=True)
+        assert step(jnp.ones(2))[1] == 2
+        assert step(jnp.ones(5))[1] == 5
+        assert step(jnp.ones(2))[1] == 2  # trace 1's executable, trace 1's static output
+        assert step.traces_used == 2
+
+    def test_unhashable_output_leaf_comes_back(self):
+        step = bounded_jit(lambda x: (x, {1, 2}), max_traces=1, static_nonarrays=True)
+        assert step(jnp.ones(2))[1] == {1, 2}
+        assert step(jnp.ones(2))[1] == {1, 2}
+
+    def test_numpy_arrays_are_traced_and_python_numbers_are_static(self):
+        step = bounded_jit(lambda x, n: x * n, max_traces=3, static_nonarrays=True)
+        step(np.ones(2, np.float32), 2)
+        step(jnp.ones(2), 2)  # the same abstract value: no trace
+        assert step.traces_used == 1
+        step(jnp.ones(2), np.float32(3.0))  # a NumPy scalar is an array
+        step(jnp.ones(2), np.float32(4.0))
+        assert step.traces_used == 2
+        step(jnp.ones(2), 3)
+        assert step.traces_used == 3
+
+
+# --- traces and diagnosis ------------------------------------------------------------------
+
+
+class TestDiagnosis:
+    def test_activation_change_is_named_with_its_path_when_over_budget(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        step(mlp(), jnp.ones(16))
+        with pytest.raises(TraceBudgetError) as info:
+            step(mlp(jax.nn.gelu), jnp.ones(16))
+        assert lines(info.value)[2:6] == [
+            "Closest earlier trace: #1 (1 difference):",
+            "model.activation: <function relu> -> <function gelu> (static leaf)",
+            "How to fix:",
+            "static value: with static_nonarrays=True each new non-array value is a new trace: "
+            "build functions and configs once and keep them, or pass the value as an array "
+            "(jnp.asarray) to trace it",
+        ]
+        assert step.traces_used == 1
+
+    def test_python_int_field_change_is_named_by_explain(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        step(scaled(2), jnp.ones(3))
+        explanation = step.explain(scaled(3), jnp.ones(3))
+        assert explanation.retraces
+        assert lines(explanation)[1:3] == [
+            "Closest earlier trace: #1 (1 difference):",
+            "model.power: 2 -> 3 (static leaf)",
+        ]
+
+    def test_equal_module_rebuilt_reuses_the_trace(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        step(scaled(2), jnp.ones(3))
+        assert not step.explain(scaled(2), jnp.ones(3)).retraces
+        step(scaled(2), jnp.ones(3))
+        assert step.traces_used == 1
+
+    def test_history_shows_static_leaves_by_value(self):
+        step = bounded_jit(forward, max_traces=2, static_nonarrays=True)
+        step(scaled(2), jnp.ones(3))
+        step(scaled(3), jnp.ones(3))
+        table = str(step.traced_signatures)
+        assert "* model.power" in table and "model.linear.weight  f32[2,3]" in table
+        leaves = {leaf.path: leaf for leaf in step.traced_signatures[0].leaves}
+        assert leaves["model.power"].kind == "static" and leaves["model.power"].text == "2"
+
+    def test_same_value_of_another_type_traces_again_as_jax_keys_statics(self):
+        # eqx.filter_jit compares its static leaves by == only: 1 and True share a trace
+        # there. JAX's rule for static arguments is type and ==: tinax follows JAX.
+        step = bounded_jit(lambda x, n: x * n, max_traces=2, static_nonarrays=True)
+        step(jnp.ones(2), 1)
+        explanation = step.explain(jnp.ones(2), True)
+        assert explanation.retraces
+        assert "n: 1 -> True (static leaf, type: int -> bool)" in lines(explanation)
+        step(jnp.ones(2), True)
+        assert step.traces_used == 2
+
+    def test_rebuilt_optax_transformation_gets_the_build_once_fix(self):
+        step = bounded_jit(lambda x, opt: x, max_traces=1, static_nonarrays=True)
+        step(jnp.ones(2), optax.adam(1e-3))
+        text = lines(step.explain(jnp.ones(2), optax.adam(1e-3)))
+        assert (
+            "opt.init: <function init_fn> -> <function init_fn> "
+            "(function is equal by repr but not by ==)"
+        ) in text
+        assert any(
+            line.startswith("static equality: a function is equal only to itself and this one")
+            and "once, outside the step" in line
+            for line in text
+        )
+        assert not any("define __eq__" in line for line in text)
+
+    def test_lambda_rebuilt_per_step_as_static_argument_gets_the_build_once_fix(self):
+        step = bounded_jit(lambda x, f: f(x), max_traces=1, static_argnames="f")
+        step(jnp.ones(2), f=lambda v: v + 1)
+        text = lines(step.explain(jnp.ones(2), f=lambda v: v + 1))
+        assert any("once, outside the step" in line for line in text)
+        assert not any("define __eq__" in line for line in text)
+
+    def test_dataclass_static_argument_still_gets_the_eq_fix(self):
+        class Config:
+            def __repr__(self) -> str:
+                return "Config()"
+
+        step = bounded_jit(lambda x, c: x, max_traces=1, static_argnames="c")
+        step(jnp.ones(2), c=Config())
+        text = lines(step.explain(jnp.ones(2), c=Config()))
+        assert any("define __eq__" in line for line in text)
+
+
+class TestWithoutStaticNonarrays:
+    """A function leaf without static_nonarrays: tinax's hint, not JAX's static_argnums."""
+
+    def test_explain_says_what_to_do_instead_of_tracing(self):
+        step = bounded_jit(forward, max_traces=1)
+        explanation = step.explain(mlp(), jnp.ones(16))
+        assert not explanation.retraces and explanation.reuses is None
+        assert lines(explanation)[1] == "It would raise this error, and trace nothing:"
+        text = explanation.raises or ""
+        assert text.startswith("TypeError: BoundedJit: the argument leaf model.activation is ")
+        assert "model.activation is <function relu> (custom_jvp), not an array" in text
+        assert "static_nonarrays=True" in text and "eqx.partition" in text
+
+    @pytest.mark.parametrize("method", ["lower", "trace", "eval_shape", "precompile"])
+    def test_forwarded_methods_raise_tinax_hint_as_a_type_error(self, method):
+        step = bounded_jit(forward, max_traces=1)
+        with pytest.raises(TypeError) as info:
+            getattr(step, method)(mlp(), jnp.ones(16))
+        message = str(info.value)
+        assert message.startswith("BoundedJit: the argument leaf model.activation is ")
+        assert "static_nonarrays=True" in message and "static_argnums" not in message
+        assert step.traces_used == 0
+
+    def test_a_plain_call_is_still_the_jax_jit_object(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=False)
+        assert step.__call__ is step._jitted  # pyright: ignore[reportPrivateUsage]
+        assert step.static_nonarrays is False
+
+
+class TestUnhashable:
+    class Block(eqx.Module):
+        cfg: Any
+
+    class Net(eqx.Module):
+        layers: list[Any]
+
+    def test_unhashable_leaf_is_a_type_error_naming_its_path(self):
+        step = bounded_jit(lambda model, x: x, max_traces=1, static_nonarrays=True)
+        net = self.Net([self.Block({1, 2})])
+        expected = "the leaf model.layers[0].cfg is {1, 2} (set), which is not"
+        assert expected in (step.explain(net, jnp.ones(2)).raises or "")
+        for call in (step, step.lower):
+            with pytest.raises(TypeError) as info:
+                call(net, jnp.ones(2))
+            assert str(info.value).startswith("BoundedJit: with static_nonarrays=True")
+            assert expected in str(info.value)
+        assert step.traces_used == 0
+
+
+# --- the object's other paths ---------------------------------------------------------------
+
+
+class TestPaths:
+    def test_precompile_from_a_traced_signature_then_call_traces_nothing(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        step.lower(scaled(2), jnp.ones(3))
+        signature = step.traced_signatures[-1]
+        args, _ = signature.abstract_arguments()
+        assert args[0].power == 2 and isinstance(args[0].linear.weight, jax.ShapeDtypeStruct)
+        other = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        other.precompile(signature)
+        with no_new_traces(other):
+            other(scaled(2), jnp.ones(3))
+        assert other.traces_used == 1
+
+    def test_eval_shape_gives_back_the_output_structure_with_static_leaves(self):
+        step = bounded_jit(lambda model: model, max_traces=1, static_nonarrays=True)
+        shaped = step.eval_shape(scaled(4))
+        assert shaped.power == 4 and shaped.linear.weight.shape == (2, 3)
+
+    def test_arguments_strategy_draws_at_the_traced_signature(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        step(scaled(2), jnp.ones(3))
+
+        @settings(max_examples=5, deadline=None)
+        @given(call=arguments(step.traced_signatures[-1]))
+        def check(call: Any) -> None:
+            args, kwargs = call
+            assert args[0].power == 2
+            with no_new_traces(step):
+                step(*args, **kwargs)
+
+        check()
+        assert step.traces_used == 1
+
+    def test_decorator_form_and_mesh_take_static_nonarrays(self):
+        mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+
+        @bounded_jit(max_traces=1, static_nonarrays=True, mesh=mesh)
+        def apply(model: Any, x: jax.Array) -> jax.Array:
+            return model(x)
+
+        assert apply(scaled(2), jnp.ones(3)).shape == (2,)
+        assert apply.static_nonarrays is True and apply.traces_used == 1
+
+    def test_under_filter_grad_and_an_outer_jit_it_reuses_its_trace(self):
+        step = bounded_jit(lambda m, x: m(x).sum(), max_traces=1, static_nonarrays=True)
+        model = mlp()
+        step(model, jnp.ones(16))
+        grads = eqx.filter_grad(lambda m: step(m, jnp.ones(16)))(model)
+        assert grads.layers[0].weight.shape == (32, 16) and grads.activation is None
+        outer = jax.jit(lambda x: step(model, x))
+        assert float(outer(jnp.ones(16))) == pytest.approx(float(step(model, jnp.ones(16))))
+        assert step.traces_used == 1
+
+    def test_out_shardings_apply_to_the_array_leaves_of_the_output(self, mesh8):
+        replicated = jax.sharding.NamedSharding(mesh8, jax.sharding.PartitionSpec())
+        step = bounded_jit(
+            lambda m, x: (m(x), m), max_traces=1, static_nonarrays=True, out_shardings=replicated
+        )
+        y, model = step(mlp(), jnp.ones(16))
+        assert y.sharding == replicated and model.layers[0].weight.sharding == replicated
+        assert model.activation is jax.nn.relu
+
+    def test_disable_jit_runs_eagerly_and_counts_nothing(self):
+        step = bounded_jit(lambda model: model, max_traces=0, static_nonarrays=True)
+        with jax.disable_jit():
+            assert step(scaled(2)).power == 2
+        assert step.traces_used == 0
+
+
+class TestBatched:
+    def test_module_broadcast_over_a_batch_when_in_axes_is_none(self):
+        model = mlp()
+        step = batched_jit(forward, in_axes=(None, 0), max_traces=1, static_nonarrays=True)
+        x = jax.random.normal(jax.random.key(2), (5, 16))
+        np.testing.assert_allclose(step(model, x), jax.vmap(model)(x), rtol=1e-5, atol=1e-6)
+        step(model, x + 1)
+        assert step.traces_used == 1 and isinstance(step, BatchedJit)
+
+    def test_static_leaves_are_not_batched_and_come_back_in_the_output(self):
+        def per_example(model: Scaled, x: jax.Array) -> Any:
+            return model(x), model.power, "tag"
+
+        step = batched_jit(per_example, in_axes=(None, 0), max_traces=2, static_nonarrays=True)
+        y, power, tag = step(scaled(2), jnp.ones((4, 3)))
+        assert y.shape == (4, 2) and power == 2 and tag == "tag"
+        with pytest.raises(TraceBudgetError):
+            step(scaled(3), jnp.ones((4, 3)))
+            step(scaled(4), jnp.ones((4, 3)))
+        assert step.traces_used == 2
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+class TestValidation:
+    @pytest.mark.parametrize("factory", [bounded_jit, batched_jit, BoundedJit, BatchedJit])
+    @pytest.mark.parametrize("value", [1, 0, "yes", None, jnp.bool_(True)])
+    def test_raises_type_error_naming_the_value_when_not_a_bool(self, factory, value):
+        with pytest.raises(TypeError, match=r": static_nonarrays must be a bool; got "):
+            factory(forward, max_traces=1, static_nonarrays=value)
+
+    @pytest.mark.parametrize("factory", [bounded_jit, batched_jit])
+    @pytest.mark.parametrize(
+        "option, value",
+        [
+            ("static_argnums", 1),
+            ("static_argnames", "x"),
+            ("donate_argnums", (0,)),
+            ("donate_argnames", ("x",)),
+            ("in_shardings", None),
+        ],
+    )
+    def test_raises_value_error_when_an_argument_option_is_given(self, factory, option, value):
+        with pytest.raises(ValueError, match=f"{option} must be left unset when static_nonarrays"):
+            factory(forward, max_traces=1, static_nonarrays=True, **{option: value})
+
+    def test_numpy_bool_is_a_plain_bool(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=np.True_)
+        assert step.static_nonarrays is True
+
+
+# --- traces again exactly when eqx.filter_jit does ------------------------------------------
+
+
+def _double(x: Any) -> Any:
+    return x * 2
+
+
+LEAVES = st.one_of(
+    st.sampled_from([0, 1, 2, 0.5, 2.5, "a", "b", jnp.sin, jnp.cos, _double, None]),
+    st.sampled_from([(2,), (3,)]).map(lambda shape: np.ones(shape, np.float32)),
+    st.sampled_from([(2,), (3,)]).map(jnp.zeros),
+)
+
+
+class Holder(eqx.Module):
+    weight: Any
+    extra: Any
+
+
+TREES = st.one_of(
+    st.builds(lambda a, b, c: {"a": a, "b": (b, c)}, LEAVES, LEAVES, LEAVES),
+    st.builds(lambda a, b: Holder(a, b), LEAVES, LEAVES),
+    st.builds(lambda a, b: [Holder(a, None), b], LEAVES, LEAVES),
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(calls=st.lists(TREES, min_size=1, max_size=5))
+def test_traces_again_exactly_when_filter_jit_does(calls: list[Any]) -> None:
+    # eqx.filter_jit keys static leaves by == alone (1 == True == 1.0 share a trace
+    # there; see test_same_value_of_another_type_traces_again_as_jax_keys_statics): the
+    # drawn values have no bools and no integral floats, so the two rules agree.
+    counts = {"eqx": 0, "tinax": 0}
+
+    def make(name: str) -> Any:
+        def function(tree: Any, x: jax.Array) -> jax.Array:
+            counts[name] += 1
+            arrays = [leaf for leaf in jax.tree.leaves(tree) if eqx.is_array(leaf)]
+            return x + sum((jnp.sum(leaf) for leaf in arrays), jnp.zeros(()))
+
+        return function
+
+    filtered = eqx.filter_jit(make("eqx"))
+    ours = bounded_jit(make("tinax"), max_traces=len(calls), static_nonarrays=True)
+    for tree in calls:
+        retraces = ours.explain(tree, jnp.ones(2)).retraces
+        before = counts["eqx"]
+        filtered(tree, jnp.ones(2))
+        ours(tree, jnp.ones(2))
+        assert retraces == (counts["eqx"] > before)
+        assert counts["tinax"] == counts["eqx"] == ours.traces_used
+
+
+# --- the guide ------------------------------------------------------------------------------
+
+
+def test_models_page_equinox_section_shows_the_real_output():
+    """Each printed section of examples/models_equinox.py is the next ``text`` block of
+    the page's ``## equinox`` section (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    from test_examples import ROOT, run_example, text_blocks, untimed
+
+    out = run_example("models_equinox.py")
+    path = ROOT / "docs" / "models.md"
+    page = path.read_text()
+    begin = page.index("\n## equinox\n")
+    end = page.find("\n## ", begin + 1)
+    end = len(page) if end == -1 else end
+    part = page[begin:end]
+    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
+    blocks = text_blocks(part)
+    assert len(sections) == len(blocks) == 4
+    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+        for (start, stop), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
+            part = part[:start] + body.rstrip() + part[stop:]
+        path.write_text(page[:begin] + part + page[end:])
+        blocks = text_blocks(part)
+    for (start, stop), (title, _, body) in zip(blocks, sections, strict=True):
+        assert untimed(part[start:stop]) == untimed(body.rstrip()), f"{title!r} is out of date"
+    assert "same numbers: True" in out
+    assert "  model.activation: <function relu> -> <function gelu> (static leaf)" in out
