@@ -785,8 +785,9 @@ GUIDE = ROOT / "docs" / "property-tests.md"
 EXAMPLE = ROOT / "examples" / "property_tests.py"
 
 
-def run_from_root(*command):
+def run_from_root(*command, **environment):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # as a newcomer runs it
+    env.update(environment)
     result = subprocess.run(
         [sys.executable, *command],
         capture_output=True,
@@ -800,10 +801,42 @@ def run_from_root(*command):
     return result.stdout
 
 
+def budgets_report(out):
+    """The ``--tinax-budgets`` report in pytest's output: its title line and table."""
+    lines = out.splitlines()
+    start = next(index for index, line in enumerate(lines) if "tinax budgets" in line)
+    end = next(index for index in range(start, len(lines)) if " passed in " in lines[index])
+    return "\n".join(lines[start:end])
+
+
+def untimed_rows(report):
+    """The report with durations and runs of spaces masked, rows sorted (rows with
+    similar compile times come in either order)."""
+    masked = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", report)
+    title, header, *rows = [re.sub(r" +", " ", line) for line in masked.splitlines()]
+    return title, header, sorted(rows)
+
+
 class TestGuide:
-    def test_example_tests_pass_under_the_default_hypothesis_settings(self):
-        out = run_from_root("-m", "pytest", "-p", "no:cacheprovider", "-q", str(EXAMPLE))
-        assert "3 passed" in out
+    def test_example_tests_pass_under_the_default_hypothesis_settings_and_report(self):
+        """The example's tests pass with warnings as errors (the project's configuration),
+        and the page shows the real ``--tinax-budgets`` report of that session
+        (``TINAX_REGENERATE_DOCS=1`` writes it in)."""
+        out = run_from_root(
+            *("-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "_tinax_pytestplugin"),
+            *(str(EXAMPLE.relative_to(ROOT)), "--tinax-budgets"),
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugin as -p loads it, installed or not
+            COLUMNS="80",
+        )
+        assert "8 passed" in out
+        report = budgets_report(out)
+        page = GUIDE.read_text()
+        (block,) = re.findall(r"```text\n(=+ tinax budgets.*?)\n```", page, flags=re.DOTALL)
+        if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+            GUIDE.write_text(page.replace(block, report))
+            block = report
+        assert untimed_rows(block) == untimed_rows(report)
+        assert "4 budgeted functions" in report
 
     def test_every_code_block_of_the_page_is_quoted_from_the_example(self):
         blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.DOTALL)
@@ -815,7 +848,7 @@ class TestGuide:
     def test_page_shows_the_real_output_of_the_script(self):
         out = run_from_root(str(EXAMPLE))
         sections = out.split("\n=== ")[1:]
-        assert len(sections) == 1
+        assert len(sections) == 2
         page = GUIDE.read_text()
         for section in sections:
             title, _, body = section.partition("\n")
