@@ -198,7 +198,7 @@ class TestEntryPoint:
 
 # Two functions with known traces and compiles: `double`, built once and traced at three
 # shapes; `inc`, built fresh in each of four cases (one dropped per test) and traced once
-# each; `idle`, built and never called. `heavy` compiles far longer than the others.
+# each; `idle`, built and never called; `lowered`, traced and never compiled.
 BUDGETS = """
 import jax
 import jax.numpy as jnp
@@ -219,8 +219,16 @@ def idle(x):
     return x
 
 
+def lowered(x):
+    return x - 1.0
+
+
 shared = bounded_jit(double, max_traces=3)
 never_called = bounded_jit(idle, max_traces=1)
+
+
+def test_lowered_only():
+    bounded_jit(lowered, max_traces=1).lower(jnp.ones(2))  # a trace, no compile
 
 
 def test_shapes():
@@ -265,7 +273,10 @@ def line_of(source, text):
     return next(number for number, line in enumerate(lines, 1) if text in line)
 
 
-LINES = ("def double", "def inc", "def idle", "shared =", "never_called =", "bounded_jit(inc")
+LINES = (
+    *("def double", "def inc", "def idle", "def lowered"),
+    *("shared =", "never_called =", "bounded_jit(inc", "bounded_jit(lowered"),
+)
 TIME = r"(-|\d+(\.\d+)? (us|ms|s))"
 
 
@@ -284,9 +295,9 @@ class TestBudgetsReport:
     def test_rows_count_objects_traces_compiles_and_retraces(self, project):
         project.makepyfile(test_budgets=BUDGETS)
         result = run(project, "-p", PLUGIN, "--tinax-budgets")
-        result.assert_outcomes(passed=5)
+        result.assert_outcomes(passed=6)
         title, table = rows(result)
-        assert "tinax budgets: 3 budgeted functions, by compile time" in title
+        assert "tinax budgets: 4 budgeted functions, by compile time" in title
         header, *body = table
         assert header == (
             "compile time trace time objects traces compiles retraces "
@@ -297,11 +308,12 @@ class TestBudgetsReport:
             f"{TIME} {TIME} 1 3 3 2 double \\({at['def double']}\\) {at['shared =']} x: shape",
             f"{TIME} {TIME} 4 4 4 0 inc \\({at['def inc']}\\) {at['bounded_jit(inc']} -",
             f"- - 1 0 0 0 idle \\({at['def idle']}\\) {at['never_called =']} -",
+            f"- {TIME} 1 1 0 0 lowered \\({at['def lowered']}\\) {at['bounded_jit(lowered']} -",
         }
-        assert len(body) == 3
+        assert len(body) == 4
         for pattern in expected:
             assert sum(bool(re.fullmatch(pattern, row)) for row in body) == 1, (pattern, body)
-        assert body[-1].startswith("- - 1 0 0 0 idle")  # no compile time: last
+        assert body[-1].startswith("- - 1 0 0 0 idle")  # no compile nor trace time: last
 
     def test_top_n_shows_the_most_compile_time(self, project):
         project.makepyfile(test_top=TOP)
@@ -319,7 +331,7 @@ class TestBudgetsReport:
     def test_no_report_without_the_option(self, project, plugin):
         project.makepyfile(test_budgets=BUDGETS)
         result = run(project, *plugin)
-        result.assert_outcomes(passed=5)
+        result.assert_outcomes(passed=6)
         assert "tinax budgets" not in result.stdout.str()
 
     def test_bad_n_is_a_usage_error_naming_the_option(self, project):
