@@ -517,6 +517,20 @@ def current_test_run() -> TestRun:
     return test, example
 
 
+_PYTEST_DIRECTORY = f"{os.sep}_pytest{os.sep}"
+
+
+def _pytest_on_stack() -> bool:
+    """Whether pytest runs in this thread (a process started by a test inherits its
+    ``PYTEST_CURRENT_TEST``, and counts as one run of it, but is not that test)."""
+    frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if _PYTEST_DIRECTORY in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _same_run(a: TestRun, b: TestRun) -> bool:
     """Whether two builds were made in one test and one hypothesis example (or both
     outside tests). A dead example is over: no later build is in it."""
@@ -670,7 +684,9 @@ def _rebuilt_warning(
     name = report.function_name(function)
     kind = type(owner).__name__
     where = f"{_shown(built_at[0])}:{built_at[1]}"
-    test = None if run[0] is None else run[0].rpartition(" (")[0] or run[0]
+    test = None
+    if run[0] is not None and _pytest_on_stack():  # else inherited by a subprocess of a test
+        test = run[0].rpartition(" (")[0] or run[0]
     if run[1] is not None:
         within = " within one hypothesis example" + (f" of {test}" if test else "")
     else:

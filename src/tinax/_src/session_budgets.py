@@ -164,12 +164,18 @@ _active_lock = threading.Lock()
 
 def _built(owner: Any, ledger: Ledger) -> None:
     for collector in tuple(_active):
-        collector.built(owner, ledger)
+        try:
+            collector.built(owner, ledger)
+        except Exception:  # a report must never break the user's code
+            pass
 
 
 def _traced(ledger: Ledger, function: Callable[..., Any]) -> None:
     for collector in tuple(_active):
-        collector.traced(ledger, function)
+        try:
+            collector.traced(ledger, function)
+        except Exception:  # a report must never break the user's trace
+            pass
 
 
 def start() -> Collector:
