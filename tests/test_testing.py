@@ -713,7 +713,9 @@ class TestPublicSurface:
         assert [(p.name, p.kind.name) for p in parameters.values()] == [
             ("source", "POSITIONAL_OR_KEYWORD"),
             ("elements", "KEYWORD_ONLY"),
+            ("overrides", "KEYWORD_ONLY"),
         ]
+        assert parameters["overrides"].default is None  # the contract's extension
 
     def test_precompile_is_a_method_of_both_classes(self, make_bounded, make_batched):
         for obj in (
