@@ -8,6 +8,10 @@ from the start of the session, every budgeted object built and every trace
 counted (objects that tests drop included), and prints at the end one row per
 function and construction site, most compile time first, as ``--durations``
 does for tests. The code is in ``tinax._src.session_budgets``.
+
+PYTEST_DONT_REWRITE: the module has no assertions for pytest to rewrite, and
+pytest would warn (an error under ``filterwarnings = error``) when ``-p`` loads
+it after something imported it.
 """
 
 from __future__ import annotations

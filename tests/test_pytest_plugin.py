@@ -193,6 +193,19 @@ class TestEntryPoint:
         ).stdout
         assert out.strip() == "[]"
 
+    def test_loading_it_after_an_import_is_silent_under_warnings_as_errors(self, tmp_path):
+        """pytest warns when ``-p`` loads an imported module it would rewrite; the plugin
+        opts out of rewriting (it asserts nothing)."""
+        code = (
+            f"import sys, pytest, {PLUGIN}; "
+            f"sys.exit(pytest.main(['-W', 'error', '-p', '{PLUGIN}', '--co', '-q']))"
+        )
+        env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stderr
+
 
 # --- the report ----------------------------------------------------------------------------
 
