@@ -173,6 +173,7 @@ def distributed_state() -> Any:
 
     return distributed.global_state
 
+
 def literal_array_types() -> tuple[type, ...]:
     """JAX's array types for literals that are not `jax.Array` (``LiteralArray``,
     ``TypedNdArray``), which ``eqx.is_array`` counts as arrays; none where this JAX
