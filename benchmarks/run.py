@@ -752,6 +752,31 @@ def static_nonarrays_row(quick: bool) -> Row:
     )
 
 
+def pytest_plugin_row(quick: bool) -> Row:
+    """``pytest --co`` of an empty project, with tinax's plugin loaded and without it: the
+    plugin must cost nothing measurable when ``--tinax-budgets`` is not given."""
+    import tempfile
+
+    empty = tempfile.mkdtemp(prefix="tinax-empty-project-")
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # only the plugins named here
+    base = [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider"]
+
+    def collect(*plugin: str) -> Setup:
+        def action() -> object:
+            return subprocess.run([*base, *plugin], cwd=empty, env=env, capture_output=True)
+
+        return lambda: action
+
+    return Row(
+        "pytest --co of an empty project: tinax's plugin loaded vs not",
+        "no plugin",
+        {"no plugin": collect(), "tinax": collect("-p", "_tinax_pytestplugin")},
+        target=1.02,
+        rounds=11,
+        repeat=3,
+    )
+
+
 ROWS: dict[str, Callable[[bool], Row]] = {
     "dispatch": dispatch_row,
     "batched": batched_row,
@@ -768,6 +793,7 @@ ROWS: dict[str, Callable[[bool], Row]] = {
     "bookkeeping": lambda quick: bookkeeping_row(tiny=False),
     "bookkeeping-tiny": lambda quick: bookkeeping_row(tiny=True),
     "static-nonarrays": static_nonarrays_row,
+    "pytest-plugin": pytest_plugin_row,
 }
 
 

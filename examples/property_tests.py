@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -60,12 +60,49 @@ def test_loss_and_new_params_are_finite(call):
     assert all(np.isfinite(leaf).all() for leaf in jax.tree.leaves(params))
 
 
-@given(arguments(((PARAMS, BATCH), {})))
+@given(arguments(step, overrides={"lr": st.just(0.0)}))
 def test_zero_learning_rate_leaves_params_unchanged(call):
-    (params, batch), _ = call
-    new_params, _ = step(params, batch, 0.0)
+    (params, batch, lr), _ = call
+    new_params, _ = step(params, batch, lr)
     for old, new in zip(jax.tree.leaves(params), jax.tree.leaves(new_params), strict=True):
         np.testing.assert_array_equal(new, old)
+
+
+@given(
+    arguments(
+        step,
+        overrides={
+            "lr": st.floats(0.0, 0.01),
+            "batch['y']": hnp.arrays(np.float32, (64, 1), elements=st.floats(-1, 1, width=32)),
+        },
+    )
+)
+def test_drawn_leaves_keep_to_their_strategies(call):
+    (params, batch, lr), _ = call
+    assert 0.0 <= lr <= 0.01
+    assert np.all(np.abs(batch["y"]) <= 1)
+    step(params, batch, lr)
+
+
+def zeros(structs):
+    return jax.tree.map(lambda struct: np.zeros(struct.shape, struct.dtype), structs)
+
+
+@pytest.mark.parametrize("lr", [0.0, 0.1, 1.0])
+def test_a_fresh_step_per_case(lr):
+    fresh = bounded_jit(train_step, max_traces=1)  # a new object per case: its own budget
+    _, loss = fresh(zeros(PARAMS), zeros(BATCH), lr)
+    assert np.isfinite(loss)
+    assert fresh.traces_used == 1
+
+
+@settings(max_examples=5, deadline=None)  # each example compiles its own step
+@given(arguments(((PARAMS, BATCH, LR), {})))
+def test_a_fresh_step_per_example(call):
+    (params, batch, lr), _ = call
+    fresh = bounded_jit(train_step, max_traces=1)  # a new object per example
+    fresh(params, batch, lr)
+    assert fresh.traces_used == 1
 
 
 def masked_loss(params, batch):
@@ -126,3 +163,11 @@ if __name__ == "__main__":
             embed(params, jnp.ones((50, 8)))  # the last, partial batch: a new trace
     except AssertionError as error:
         print(f"AssertionError: {error}")
+
+    section("overrides: a path of no leaf, and a draw that does not fit its leaf")
+    step.precompile(PARAMS, BATCH, LR)
+    for overrides in ({"batch['target']": st.just(0.0)}, {"batch['y']": st.just(np.ones(64))}):
+        try:
+            find(arguments(step, overrides=overrides), lambda call: True)
+        except ValueError as error:
+            print(f"ValueError: {error}")

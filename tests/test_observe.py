@@ -796,6 +796,39 @@ class TestRebuiltWrapper:
             for _ in range(3):
                 bounded_jit(trainer.step, max_traces=1)(jnp.ones(3))
 
+    def test_is_silent_for_a_fresh_wrapper_per_hypothesis_example(self):
+        @settings(max_examples=20, database=None, deadline=None)
+        @given(st.floats(-1, 1))
+        def fresh_per_example(value):
+            bounded_jit(double, max_traces=1).trace(jnp.full(3, value))  # one signature
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            fresh_per_example()
+
+    def test_warns_for_a_loop_within_one_hypothesis_example_naming_its_test(self, request):
+        warned, examples = [], []
+
+        @settings(max_examples=3, database=None, deadline=None)
+        @given(st.integers(2, 9))
+        def loop_per_example(size):
+            examples.append(size)
+            with pytest.warns(TraceBudgetWarning) as caught:
+                for _ in range(4):
+                    bounded_jit(double, max_traces=1).trace(jnp.ones(size))
+            warned.extend(str(warning.message) for warning in caught)
+
+        loop_per_example()
+        assert len(examples) >= 2
+        assert len(warned) == len(examples)  # once per place and example: each example warns
+        assert f"within one hypothesis example of {request.node.nodeid}, with" in warned[0]
+
+    def test_test_run_is_none_outside_tests_and_names_the_test_inside(self, monkeypatch):
+        monkeypatch.delenv("PYTEST_CURRENT_TEST")
+        assert observe.current_test_run() == (None, None)
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_x.py::test_a (call)")
+        assert observe.current_test_run() == ("tests/test_x.py::test_a (call)", None)
+
     def test_is_silent_for_distinct_functions_built_at_one_place(self):
         functions = [lambda x, k=k: x * k for k in range(6)]
         with warnings.catch_warnings():

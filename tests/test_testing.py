@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import FlakyFailure, NoSuchExample
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -288,6 +288,136 @@ class TestElements:
     def test_what_is_not_a_mapping_of_strategies_is_a_type_error(self, elements):
         with pytest.raises(TypeError, match=r"arguments: elements"):
             arguments(((), {}), elements=elements)
+
+
+def update(model, batch, step_count):
+    """A step whose leaves need their own strategies: a rate in [0, 1), a positive
+    variance, a step counter."""
+    return model.w * model.b + batch["x"].sum() / batch["var"].sum() + step_count
+
+
+@functools.cache
+def traced_update():
+    """Built and traced once, for every test of the class (draws never trace again)."""
+    step = bounded_jit(update, max_traces=1)
+    model = Layer(w=jnp.ones(3), b=jnp.float32(0.5), n=2)
+    batch = {"x": jnp.ones((4, 3)), "var": jnp.ones((4, 3))}
+    step(model, batch, jnp.int32(0))
+    return step
+
+
+RATE = st.floats(0, 1, exclude_max=True, width=32)
+VARIANCE = hnp.arrays(np.float32, (4, 3), elements=st.floats(0.5, 4, width=32))
+COUNTER = st.integers(0, 1000)
+OVERRIDES = {"model.b": RATE, "batch['var']": VARIANCE, "step_count": COUNTER}
+
+
+class TestOverrides:
+    @settings(max_examples=40, deadline=None)
+    @given(data=st.data())
+    def test_overridden_leaves_satisfy_their_strategy_and_others_keep_the_defaults(self, data):
+        step = traced_update()
+        (model, batch, step_count), kwargs = data.draw(arguments(step, overrides=OVERRIDES))
+        assert kwargs == {}
+        assert 0 <= float(model.b) < 1
+        assert np.all(np.asarray(batch["var"]) >= 0.5)
+        assert 0 <= int(step_count) <= 1000
+        for default in (model.w, batch["x"]):  # the default elements: [-10, 10]
+            assert np.all(np.abs(np.asarray(default)) <= 10)
+        assert leaf_types((model, batch, step_count)) == traced_types(step.traced_signatures[-1])
+        step(model, batch, step_count)
+        assert step.traces_used == 1
+
+    def test_leaves_not_overridden_still_draw_negative_values(self):
+        strategy = arguments(traced_update(), overrides=OVERRIDES)
+        (model, batch, _), _ = minimal(
+            strategy, lambda call: (np.asarray(call[0][1]["x"]) < 0).any()
+        )
+        assert (np.asarray(batch["x"]) < 0).any()
+        assert 0 <= float(model.b) < 1
+
+    def test_overridden_leaf_never_takes_a_value_outside_its_strategy(self):
+        strategy = arguments(traced_update(), overrides=OVERRIDES)
+        with pytest.raises(NoSuchExample):
+            minimal(strategy, lambda call: float(call[0][0].b) < 0 or int(call[0][2]) < 0)
+
+    def test_star_arguments_and_keywords_are_named_as_tinax_prints_them(self, make_bounded):
+        step = make_bounded(lambda *xs, scale: xs, max_traces=1)
+        step(jnp.ones(2), jnp.ones(3), scale=jnp.float32(2))
+        assert [leaf.path for leaf in step.traced_signatures[-1].leaves] == [
+            "xs[0]",
+            "xs[1]",
+            "scale",
+        ]
+        overrides = {"xs[1]": st.just(np.full(3, 7.0)), "scale": st.just(np.float32(-1))}
+        (_, second), kwargs = minimal(arguments(step, overrides=overrides))
+        assert np.asarray(second).tolist() == [7.0] * 3
+        assert float(kwargs["scale"]) == -1.0
+
+    def test_positional_arguments_of_args_and_kwargs_are_args_i(self):
+        source = (
+            (jax.ShapeDtypeStruct((2,), jnp.float32),),
+            {"lr": jax.ShapeDtypeStruct((), jnp.float32)},
+        )
+        overrides = {"args[0]": st.just([1.0, 2.0]), "lr": st.just(3)}
+        (array,), kwargs = minimal(arguments(source, overrides=overrides))
+        assert np.asarray(array).tolist() == [1.0, 2.0]
+        assert jax.typeof(kwargs["lr"]) == jax.typeof(jnp.float32(3))
+
+    def test_path_of_no_leaf_is_a_value_error_naming_the_closest_path(self):
+        trace = traced_update().traced_signatures[-1]
+        with pytest.raises(ValueError) as raised:
+            arguments(trace, overrides={"batch['vars']": VARIANCE})  # checked at once
+        assert str(raised.value).startswith(
+            "arguments: overrides[\"batch['vars']\"] matches no leaf of the signature; "
+            "the closest is \"batch['var']\"."
+        )
+        assert "Drawn leaves: model.w, model.b, batch['var'], batch['x'], step_count." in str(
+            raised.value
+        )
+
+    def test_path_of_no_leaf_is_a_value_error_when_an_object_first_draws(self):
+        strategy = arguments(traced_update(), overrides={"model.bias": RATE})
+        with pytest.raises(
+            ValueError, match=r"overrides\['model.bias'\] matches no leaf.*closest is 'model.b'\."
+        ):
+            minimal(strategy)
+
+    def test_static_argument_path_is_a_value_error(self, make_bounded):
+        step = make_bounded(lambda x, n: x * n, max_traces=1, static_argnames="n")
+        step(jnp.ones(2), n=3)
+        with pytest.raises(ValueError, match=r"overrides\['n'\] names a leaf that is not drawn"):
+            minimal(arguments(step, overrides={"n": st.just(4)}))
+
+    @pytest.mark.parametrize(
+        ("path", "strategy", "why"),
+        [
+            ("batch['var']", hnp.arrays(np.float32, (3,)), r"its shape is \(3,\), not \(4, 3\)"),
+            ("step_count", st.floats(0, 1), "its dtype float64 does not convert to int32"),
+            ("step_count", st.just(2**40), "its values do not fit in int32"),
+            ("model.b", st.just(1e300), "its values do not fit in float32"),
+            ("model.b", st.just("0.5"), "its dtype <U3 does not convert to float32"),
+        ],
+        ids=["shape", "dtype kind", "int overflow", "float overflow", "not a number"],
+    )
+    def test_draw_that_does_not_fit_the_leaf_is_a_value_error_naming_the_path(
+        self, path, strategy, why
+    ):
+        with pytest.raises(ValueError) as raised:
+            minimal(arguments(traced_update(), overrides={path: strategy}))
+        text = str(raised.value)
+        assert text.startswith(f"arguments: overrides[{path!r}] drew ")
+        assert f"which does not fit the leaf {path} (" in text
+        assert re.search(why, text), text
+
+    @pytest.mark.parametrize(
+        "overrides",
+        [[("x", st.just(0.0))], {1: st.just(0.0)}, {"x": 0.0}],
+        ids=["not a mapping", "key not a str", "value not a strategy"],
+    )
+    def test_what_is_not_a_mapping_of_paths_to_strategies_is_a_type_error(self, overrides):
+        with pytest.raises(TypeError, match=r"^arguments: overrides"):
+            arguments(((), {}), overrides=overrides)
 
 
 class TestSources:
@@ -583,7 +713,9 @@ class TestPublicSurface:
         assert [(p.name, p.kind.name) for p in parameters.values()] == [
             ("source", "POSITIONAL_OR_KEYWORD"),
             ("elements", "KEYWORD_ONLY"),
+            ("overrides", "KEYWORD_ONLY"),
         ]
+        assert parameters["overrides"].default is None  # the contract's extension
 
     def test_precompile_is_a_method_of_both_classes(self, make_bounded, make_batched):
         for obj in (
@@ -655,8 +787,9 @@ GUIDE = ROOT / "docs" / "property-tests.md"
 EXAMPLE = ROOT / "examples" / "property_tests.py"
 
 
-def run_from_root(*command):
+def run_from_root(*command, **environment):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # as a newcomer runs it
+    env.update(environment)
     result = subprocess.run(
         [sys.executable, *command],
         capture_output=True,
@@ -670,10 +803,42 @@ def run_from_root(*command):
     return result.stdout
 
 
+def budgets_report(out):
+    """The ``--tinax-budgets`` report in pytest's output: its title line and table."""
+    lines = out.splitlines()
+    start = next(index for index, line in enumerate(lines) if "tinax budgets" in line)
+    end = next(index for index in range(start, len(lines)) if " passed in " in lines[index])
+    return "\n".join(lines[start:end])
+
+
+def untimed_rows(report):
+    """The report with durations and runs of spaces masked, rows sorted (rows with
+    similar compile times come in either order)."""
+    masked = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", report)
+    title, header, *rows = [re.sub(r" +", " ", line) for line in masked.splitlines()]
+    return title, header, sorted(rows)
+
+
 class TestGuide:
-    def test_example_tests_pass_under_the_default_hypothesis_settings(self):
-        out = run_from_root("-m", "pytest", "-p", "no:cacheprovider", "-q", str(EXAMPLE))
-        assert "3 passed" in out
+    def test_example_tests_pass_under_the_default_hypothesis_settings_and_report(self):
+        """The example's tests pass with warnings as errors (the project's configuration),
+        and the page shows the real ``--tinax-budgets`` report of that session
+        (``TINAX_REGENERATE_DOCS=1`` writes it in)."""
+        out = run_from_root(
+            *("-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "_tinax_pytestplugin"),
+            *(str(EXAMPLE.relative_to(ROOT)), "--tinax-budgets"),
+            PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugin as -p loads it, installed or not
+            COLUMNS="80",
+        )
+        assert "8 passed" in out
+        report = budgets_report(out)
+        page = GUIDE.read_text()
+        (block,) = re.findall(r"```text\n(=+ tinax budgets.*?)\n```", page, flags=re.DOTALL)
+        if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+            GUIDE.write_text(page.replace(block, report))
+            block = report
+        assert untimed_rows(block) == untimed_rows(report)
+        assert "4 budgeted functions" in report
 
     def test_every_code_block_of_the_page_is_quoted_from_the_example(self):
         blocks = re.findall(r"```python\n(.*?)```", GUIDE.read_text(), flags=re.DOTALL)
@@ -685,7 +850,7 @@ class TestGuide:
     def test_page_shows_the_real_output_of_the_script(self):
         out = run_from_root(str(EXAMPLE))
         sections = out.split("\n=== ")[1:]
-        assert len(sections) == 1
+        assert len(sections) == 2
         page = GUIDE.read_text()
         for section in sections:
             title, _, body = section.partition("\n")

@@ -227,11 +227,10 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
         if old.kind == new.kind and old.text == new.text:
             return None
         return Difference(path, old.text, new.text, ("type",), "not an array")
-    special = edge_hints.key_difference(path, old, new) or edge_hints.weak_scalars_difference(
-        path, old, new
-    )
+    special = edge_hints.key_difference(old, new) or edge_hints.weak_scalars_difference(old, new)
     if special is not None:
-        return special
+        kinds_of, detail_of, fix_of = special
+        return Difference(path, old.text, new.text, kinds_of, detail_of, fix=fix_of)
     kinds: list[str] = []
     details: list[str] = []
     for kind, changed in (

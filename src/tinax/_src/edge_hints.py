@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tinax._src.compare import Difference
     from tinax._src.record import Leaf
+
+Found = tuple[tuple[str, ...], str, str]  # (kinds, detail, fix) of a Difference
 
 KEY_FIX = (
     "use one key API on every call: typed keys (jax.random.key) everywhere, or raw key "
@@ -28,22 +29,20 @@ def _is_key(dtype: str | None) -> bool:
     return dtype is not None and dtype.startswith("key<")
 
 
-def key_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
-    """The difference of two leaves of which at least one is a typed PRNG key, or
-    ``None`` if neither is one."""
-    from tinax._src.compare import Difference
-
+def key_difference(old: Leaf, new: Leaf) -> Found | None:
+    """``(kinds, detail, fix)`` for two leaves of which at least one is a typed PRNG
+    key, or ``None`` if neither is one."""
     if not (_is_key(old.dtype) or _is_key(new.dtype)):
         return None
     if _is_key(old.dtype) and _is_key(new.dtype):
         if old.dtype != new.dtype:  # threefry against rbg: another implementation
             detail = f"key: PRNG implementation {old.dtype} -> {new.dtype}"
-            return Difference(path, old.text, new.text, ("key",), detail, fix=IMPL_FIX)
+            return ("key",), detail, IMPL_FIX
         return None  # same implementation: shapes and the rest differ as for arrays
     typed, raw = (old, new) if _is_key(old.dtype) else (new, old)
     order = "a typed key -> raw key data" if typed is old else "raw key data -> a typed key"
     detail = f"key: {order} ({typed.text} vs {raw.text})"
-    return Difference(path, old.text, new.text, ("key",), detail, fix=KEY_FIX)
+    return ("key",), detail, KEY_FIX
 
 
 _PYTHON = {"b": "bool", "i": "int", "u": "int", "f": "float", "c": "complex"}
@@ -54,11 +53,10 @@ def python_scalar(dtype: str | None) -> str:
     return _PYTHON.get((dtype or "f")[0], "float")
 
 
-def weak_scalars_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
-    """Two weak-typed scalars of different dtypes: Python literals of two types
-    (``1`` and ``1.0``), or ``None`` where that is not the case."""
-    from tinax._src.compare import Difference
-
+def weak_scalars_difference(old: Leaf, new: Leaf) -> Found | None:
+    """``(kinds, detail, fix)`` for two scalars of which at least one is a Python number
+    and neither a typed number: literals of two types (``1`` and ``1.0``, ``True``
+    and ``1``); ``None`` where that is not the case."""
     if old.dtype == new.dtype or old.shape != new.shape or old.shape != ():
         return None
     if not (old.weak_type or new.weak_type):
@@ -84,7 +82,7 @@ def weak_scalars_difference(path: str, old: Leaf, new: Leaf) -> Difference | Non
             "a bool is typed bool[] (never weak), a Python number is weak-typed: pass one "
             "type on every call (True/False or 0/1), or an array of one dtype"
         )
-    return Difference(path, old.text, new.text, ("dtype",), detail, fix=fix)
+    return ("dtype",), detail, fix
 
 
 def _scalar_text(leaf: Leaf) -> str:

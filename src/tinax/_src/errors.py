@@ -73,7 +73,9 @@ class TraceBudgetWarning(_Diagnosis, UserWarning):
     the trace then runs and is counted, so ``traces_used`` may exceed
     ``max_traces``. Also emitted, once per place, when a wrapper is rebuilt
     over and over for the same function (each new object traces and compiles
-    again, and its budget never sees the retraces). Under pytest's
+    again, and its budget never sees the retraces); inside tests, only
+    rebuilds within one test and one hypothesis example count, so a fresh
+    wrapper per test or per example is never warned about. Under pytest's
     ``filterwarnings = error`` it is raised like an error; catch it with
     ``pytest.warns(TraceBudgetWarning)``.
 

@@ -22,7 +22,8 @@ logger is enabled for the record's level.
   weak references.
 - **Rebuilt wrappers**: a `TraceBudgetWarning` once per place where objects for
   one function and one set of options keep being built, each tracing the same
-  signature.
+  signature; inside tests, builds are counted per test and per hypothesis
+  example (`current_test_run`).
 """
 
 from __future__ import annotations
@@ -340,6 +341,23 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
 jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
 
+# --- watchers: what a test session built and traced (the pytest plugin) --------------------
+
+_watch_built: Callable[[Any, Ledger], None] | None = None
+_watch_traced: Callable[[Ledger, Callable[..., Any]], None] | None = None
+
+
+def watch(
+    built: Callable[[Any, Ledger], None] | None,
+    traced: Callable[[Ledger, Callable[..., Any]], None] | None,
+) -> None:
+    """Sets what is told of every object built (``built(owner, ledger)``, at wrap time)
+    and of every counted trace (``traced(ledger, function)``, at trace time); ``None``
+    for nothing, the default. Only the pytest plugin's ``--tinax-budgets`` sets them."""
+    global _watch_built, _watch_traced
+    _watch_built, _watch_traced = built, traced
+
+
 # --- the registry of live objects ----------------------------------------------------------
 
 _registry_lock = threading.RLock()
@@ -358,6 +376,8 @@ def register(owner: Any, ledger: Ledger) -> None:
     trace_agreement.constructed(ledger, owner.function)  # its identity across processes
     ref = weakref.ref(owner)
     ledger.owner = ref
+    if _watch_built is not None:  # a test session's budgets (--tinax-budgets) are collected
+        _watch_built(owner, ledger)
     with _registry_lock:
         _registry.append(ref)
         if len(_registry) >= _prune_at:  # dead references go in amortized O(1)
@@ -440,17 +460,75 @@ def _built_at(owner: Any) -> str:
 REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature
 
 
-class _Site:
-    """Objects built at one place for one function: how many in a row traced alike."""
+# The test in progress, as the test frameworks themselves say: pytest's PYTEST_CURRENT_TEST
+# ("<node id> (<phase>)", set by pytest's runner, not a plugin) and hypothesis's build
+# context (one per example). Read at wrap time only.
+TestRun = tuple[str | None, weakref.ref[Any] | None]
+_NOT_IN_A_TEST: TestRun = (None, None)
+_PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"
 
-    __slots__ = ("alive", "count", "options", "signature", "warned")
+
+def current_test_run() -> TestRun:
+    """``(pytest's current test, a weak reference to hypothesis's current example)``;
+    ``(None, None)`` outside tests. Imports nothing: hypothesis is asked only when the
+    program has imported it."""
+    test = os.environ.get(_PYTEST_VARIABLE)
+    example = None
+    control = sys.modules.get("hypothesis.control")
+    if control is not None:
+        try:
+            context = control._current_build_context.value
+            if context is not None:
+                example = weakref.ref(context)
+        except Exception:  # another hypothesis: count per test only
+            example = None
+    if test is None and example is None:
+        return _NOT_IN_A_TEST
+    return test, example
+
+
+_PYTEST_DIRECTORY = f"{os.sep}_pytest{os.sep}"
+
+
+def _pytest_on_stack() -> bool:
+    """Whether pytest runs in this thread (a process started by a test inherits its
+    ``PYTEST_CURRENT_TEST``, and counts as one run of it, but is not that test)."""
+    frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]
+    while frame is not None:
+        if _PYTEST_DIRECTORY in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _same_run(a: TestRun, b: TestRun) -> bool:
+    """Whether two builds were made in one test and one hypothesis example (or both
+    outside tests). A dead example is over: no later build is in it."""
+    if a[0] != b[0]:
+        return False
+    if a[1] is None or b[1] is None:
+        return a[1] is b[1]
+    example = a[1]()
+    return example is not None and example is b[1]()
+
+
+class _Site:
+    """Objects built at one place for one function, in one test run: how many in a row
+    traced alike."""
+
+    __slots__ = ("alive", "count", "options", "run", "signature", "warned")
 
     def __init__(
-        self, alive: Callable[[], object] | None, options: object, signature: TracedSignature
+        self,
+        alive: Callable[[], object] | None,
+        options: object,
+        signature: TracedSignature,
+        run: TestRun,
     ) -> None:
         self.alive = alive  # a weak reference to what identifies the function, if it has one
         self.options = options
         self.signature = signature
+        self.run = run
         self.count = 1
         self.warned = False
 
@@ -470,9 +548,9 @@ def _identity(function: object) -> tuple[tuple[int, ...], object]:
 
 def _birth(
     owner: Any, frame: types.FrameType
-) -> tuple[tuple[str, int], tuple[Any, ...], Any, object] | None:
+) -> tuple[tuple[str, int], tuple[Any, ...], Any, object, TestRun] | None:
     """``(place built, key of its places table, weak reference that identifies the
-    function, options)`` of a new object, or ``None`` if no user code built it."""
+    function, options, test run)`` of a new object, or ``None`` if no user code built it."""
     built_at = construction_site(frame)
     if built_at is None:
         return None
@@ -481,7 +559,7 @@ def _birth(
         alive = weakref.ref(life)
     except TypeError:  # not weakly referenceable (a builtin): lives as long as ever
         alive = None
-    return built_at, (built_at, ids), alive, _options(owner)
+    return built_at, (built_at, ids), alive, _options(owner), current_test_run()
 
 
 def _options(owner: Any) -> tuple[type, object]:
@@ -525,22 +603,27 @@ def _prune_sites() -> None:
 
 
 def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSignature) -> None:
-    """At the first trace of an object: warns, once per place, when objects built there
-    for this function with these options keep being built and tracing this signature.
+    """At the first trace of an object: warns, once per place (and test), when objects
+    built there for this function with these options keep being built and tracing this
+    signature.
 
     Keyed by the place the object was built and the identity of the function
     (for a bound method, of its function and instance), checked through a weak
     reference so that a new function that reuses a dead one's ``id`` starts afresh.
+    Inside tests, only builds of one test run count together (`current_test_run`): a
+    fresh object per test, per parametrized case or per hypothesis example is
+    one build per run, in any order, while a loop that rebuilds within one
+    test still counts up.
     """
     ledger.first_traced = True
     if ledger.birth is None:
         return
-    built_at, key, alive, options = ledger.birth
+    built_at, key, alive, options, run = ledger.birth
     site = _sites.get(key)
     if site is not None and site.alive is not None and site.alive() is None:
         site = None  # the function died and its id was reused
-    if site is None or not _same(site.options, options):
-        _sites[key] = _Site(alive, options, call)  # one dict store: atomic
+    if site is None or not _same(site.options, options) or not _same_run(site.run, run):
+        _sites[key] = _Site(alive, options, call, run)  # one dict store: atomic
         if len(_sites) >= _sites_prune_at:
             with _sites_lock:
                 _prune_sites()
@@ -556,22 +639,48 @@ def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSign
         count = site.count
     owner = None if ledger.owner is None else ledger.owner()
     if warn and owner is not None:
-        _warn(_rebuilt_warning(owner, function, built_at, count, call), site=built_at)
+        warning = _rebuilt_warning(owner, function, built_at, count, call, run)
+        _warn(warning, site=built_at)
 
 
 def _rebuilt_warning(
-    owner: Any, function: Callable[..., Any], built_at: tuple[str, int], count: int, call: Any
+    owner: Any,
+    function: Callable[..., Any],
+    built_at: tuple[str, int],
+    count: int,
+    call: Any,
+    run: TestRun = _NOT_IN_A_TEST,
 ) -> TraceBudgetWarning:
     name = report.function_name(function)
     kind = type(owner).__name__
     where = f"{_shown(built_at[0])}:{built_at[1]}"
-    message = (
-        f"{kind} objects for {name} were built {count} times at {where}, with the same "
-        f"options, and each traced the same signature: every new object traces and "
+    test = None
+    if run[0] is not None and _pytest_on_stack():  # else inherited by a subprocess of a test
+        test = run[0].rpartition(" (")[0] or run[0]
+    if run[1] is not None:
+        within = " within one hypothesis example" + (f" of {test}" if test else "")
+    else:
+        within = f" within one test ({test})" if test else ""
+    cost = (
+        f"{kind} objects for {name} were built {count} times at {where}{within}, with the "
+        f"same options, and each traced the same signature: every new object traces and "
         f"compiles again, and its budget (max_traces={owner.max_traces}) starts from zero, "
-        f"so it never sees these retraces. Build the wrapper once, outside the loop or "
-        f"function that runs per step, and reuse it. (Warned once per place.)"
+        f"so it never sees these retraces."
     )
+    if within:
+        advice = (
+            " Build the wrapper once per test (or in a fixture), outside the loop or function "
+            "that runs per step, and reuse it; a fresh wrapper per test, parametrized case or "
+            "hypothesis example is fine (builds are counted per test and per example). "
+            "(Warned once per place and test.)"
+        )
+    else:
+        advice = (
+            " Build the wrapper once, outside the loop or function that runs per step, and "
+            "reuse it. (Warned once per place; in tests, builds are counted per test and per "
+            "hypothesis example, so a fresh wrapper per test or example is never warned about.)"
+        )
+    message = cost + advice
     return TraceBudgetWarning(
         message,
         function_name=name,
@@ -685,6 +794,8 @@ def committed(
     # staged out is compiled with the outer one, never alone. The ledger is held until
     # then, not the object: dropping the object still frees it.
     _local.pending = None if nested else (ledger, entry, name, False)
+    if _watch_traced is not None:
+        _watch_traced(ledger, function)
     if logged or not logger.isEnabledFor(logging.INFO if earlier else logging.DEBUG):
         return
     where = report.function_location(function)

@@ -11,6 +11,7 @@ asserts it. hypothesis is an optional dependency (the ``testing`` extra).
 from __future__ import annotations
 
 import contextlib
+import difflib
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, cast
 
@@ -33,7 +34,7 @@ from tinax._src import abstract, compare, report, validation
 from tinax._src.batched import BatchedJit
 from tinax._src.bounded import BoundedJit
 from tinax._src.common import BudgetedMixin
-from tinax._src.record import TracedSignature
+from tinax._src.record import TracedSignature, short_dtype
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 
@@ -208,11 +209,15 @@ def _leaf(
     where: str,
     mesh: Mesh | None,
     overrides: Mapping[str, st.SearchStrategy[Any]],
+    override: st.SearchStrategy[Any] | None = None,
 ) -> st.SearchStrategy[Any]:
-    """Draws values that JAX types exactly as ``value``."""
+    """Draws values that JAX types exactly as ``value`` (from ``override``, the user's
+    strategy for this leaf, if given)."""
     shape = tuple(value.shape)
     dtype: Any = value.dtype
     sharding = _sharding(value, where, mesh)
+    if override is not None:
+        return override.map(_fitted(where, value, sharding))
     if jnp.issubdtype(dtype, jax.dtypes.prng_key):
         impl, key_shape = _key_impl(dtype)
         data = hnp.arrays(np.dtype(np.uint32), shape + key_shape)  # any bits are a valid key
@@ -236,6 +241,97 @@ def _leaf(
     return array.map(_placed(sharding))
 
 
+# --- one leaf, drawn by the user's strategy ----------------------------------------------
+
+
+def _type_text(value: jax.ShapeDtypeStruct) -> str:
+    """``f32[8,3]``, ``weak-typed f32[]``: the leaf as tinax prints it."""
+    dtype: Any = value.dtype
+    weak = "weak-typed " if value.weak_type else ""
+    return f"{weak}{short_dtype(str(dtype))}[{','.join(str(d) for d in value.shape)}]"
+
+
+def _misfit(where: str, value: jax.ShapeDtypeStruct, drawn: object, why: str) -> ValueError:
+    shape = tuple(value.shape)
+    dtype = np.dtype(value.dtype)
+    python = _python_scalar(dtype) if value.weak_type else None
+    if python is not None:
+        example = f"Python {python.__name__}s (a weakly typed leaf is passed as one)"
+    else:
+        example = (
+            f"arrays of shape {shape} that convert to {dtype.name}, e.g. "
+            f"hnp.arrays(np.{dtype.name}, {shape}, elements=...)"
+        )
+    return ValueError(
+        f"{_API}: overrides[{where!r}] drew {_drawn_text(drawn)}, which does not fit the "
+        f"leaf {where} ({_type_text(value)}): {why}. Draw {example}."
+    )
+
+
+def _drawn_text(drawn: object) -> str:
+    if isinstance(drawn, bool | int | float | complex):
+        return f"{drawn!r} ({type(drawn).__name__})"
+    shape = getattr(drawn, "shape", None)
+    dtype = getattr(drawn, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"an array of shape {tuple(shape)} and dtype {dtype}"
+    return validation.describe(drawn)
+
+
+def _fitted(where: str, value: jax.ShapeDtypeStruct, sharding: Any) -> Callable[[Any], Any]:
+    """Checks that a value drawn by the user's strategy fits the leaf (shape; a dtype
+    of the same kind, into which it converts without overflow) and converts it to the
+    leaf's exact type: dtype, weak type, sharding."""
+    shape = tuple(value.shape)
+    dtype: Any = value.dtype
+    if jnp.issubdtype(dtype, jax.dtypes.prng_key):
+        return _fitted_key(where, value, sharding)
+    dtype = np.dtype(dtype)
+    python = _python_scalar(dtype) if value.weak_type else None
+
+    def fit(drawn: Any) -> Any:
+        try:
+            array = np.asarray(drawn)
+        except Exception as error:
+            raise _misfit(where, value, drawn, f"not an array ({error})") from None
+        if array.shape != shape:
+            raise _misfit(where, value, drawn, f"its shape is {array.shape}, not {shape}")
+        if array.dtype.kind not in "biufc" or not np.can_cast(
+            array.dtype, dtype, casting="same_kind"
+        ):
+            raise _misfit(
+                where, value, drawn, f"its dtype {array.dtype} does not convert to {dtype.name}"
+            )
+        with np.errstate(all="ignore"):
+            converted = array.astype(dtype)
+        exact = dtype.kind in "biu" or array.dtype.kind in "biu"
+        kept = (
+            np.array_equal(converted.astype(array.dtype), array)
+            if exact
+            else bool(np.all(np.isfinite(converted) | ~np.isfinite(array)))
+        )
+        if not kept:
+            raise _misfit(where, value, drawn, f"its values do not fit in {dtype.name}")
+        if python is not None:
+            return python(converted.item())
+        return _placed(sharding)(converted)
+
+    return fit
+
+
+def _fitted_key(where: str, value: jax.ShapeDtypeStruct, sharding: Any) -> Callable[[Any], Any]:
+    def fit(drawn: Any) -> Any:
+        try:
+            aval: Any = jax.typeof(drawn)
+        except Exception:
+            raise _misfit(where, value, drawn, "not a JAX array of keys") from None
+        if aval.dtype != value.dtype or tuple(aval.shape) != tuple(value.shape):
+            raise _misfit(where, value, drawn, f"it is typed {aval.str_short()}")
+        return drawn if sharding is None else _jax.device_put(drawn, sharding)
+
+    return fit
+
+
 # --- a whole call ------------------------------------------------------------------------
 
 
@@ -251,21 +347,37 @@ class _Static:
 
 
 def _call_strategy(
-    call: Call, mesh: Mesh | None, overrides: Mapping[str, st.SearchStrategy[Any]]
+    call: Call,
+    names: Sequence[str],
+    mesh: Mesh | None,
+    elements: Mapping[str, st.SearchStrategy[Any]],
+    overrides: Mapping[str, st.SearchStrategy[Any]],
 ) -> st.SearchStrategy[Call]:
-    """Draws ``call`` with each `jax.ShapeDtypeStruct` leaf replaced by drawn values."""
-    tree_util: Any = jax.tree_util
-    flat, treedef = tree_util.tree_flatten_with_path(call, is_leaf=_is_struct)
+    """Draws ``call`` with each `jax.ShapeDtypeStruct` leaf replaced by drawn values
+    (``overrides`` keyed by printed path, else ``elements`` per dtype kind)."""
+    flat, treedef = _flat(call)
+    _check_paths(overrides, flat, names)
     leaves: list[st.SearchStrategy[Any]] = []
     for path, value in flat:
         if _is_struct(value):
-            leaves.append(_leaf(value, _where(path), mesh, overrides))
+            printed = _printed(path, names)
+            leaf = _leaf(value, printed, mesh, elements, overrides.get(printed))
+            leaves.append(leaf)
         elif isinstance(value, _Static):
             leaves.append(st.just(value.value))
         else:
             leaves.append(st.just(value))
 
     return _assembled(tuple(leaves), treedef)
+
+
+def _flat(call: Call) -> tuple[list[tuple[Any, Any]], Any]:
+    tree_util: Any = jax.tree_util
+    return tree_util.tree_flatten_with_path(call, is_leaf=_is_struct_or_static)
+
+
+def _is_struct_or_static(value: object) -> bool:
+    return isinstance(value, jax.ShapeDtypeStruct | _Static)
 
 
 @st.composite
@@ -275,12 +387,69 @@ def _assembled(draw: st.DrawFn, leaves: tuple[st.SearchStrategy[Any], ...], tree
     return treedef.unflatten([draw(leaf) for leaf in leaves])
 
 
-def _where(path: tuple[Any, ...]) -> str:
-    """``args[0]['w']`` / ``kwargs['lr']`` for a path into ``(args, kwargs)``."""
+def _printed(path: tuple[Any, ...], names: Sequence[str]) -> str:
+    """A leaf's path as tinax prints it (``batch['x']``, ``model.rate``, ``lr``), for a
+    path into ``(args, kwargs)``: ``names[i]`` names positional argument ``i``, a
+    keyword argument is named by its key."""
     tree_util: Any = jax.tree_util
-    head, *rest = path
-    prefix = "args" if getattr(head, "idx", None) == 0 else "kwargs"
-    return prefix + tree_util.keystr(tuple(rest))
+    keystr = tree_util.keystr
+    head, argument, *rest = path
+    if getattr(head, "idx", None) == 0:
+        index = int(argument.idx)
+        name = names[index] if index < len(names) else f"args[{index}]"
+    else:
+        name = str(argument.key)
+    return name + keystr(tuple(rest))
+
+
+def _positional_names(signature: TracedSignature) -> list[str]:
+    """The name tinax prints for each positional argument of a recorded call; the
+    elements of a ``*args`` tuple are ``args[0]``, ``args[1]``..."""
+    names: list[str] = []
+    for argument in signature.recorded:
+        if argument.keyword:
+            continue
+        if argument.star:  # its value is the tuple of the extra positional arguments
+            count = len(argument.treedef.children())
+            names.extend(f"{argument.name}[{offset}]" for offset in range(count))
+        else:
+            names.append(argument.name)
+    return names
+
+
+def _check_paths(
+    overrides: Mapping[str, st.SearchStrategy[Any]],
+    flat: Sequence[tuple[Any, Any]],
+    names: Sequence[str],
+) -> None:
+    """Each path of ``overrides`` must name a drawn leaf (an array of the signature)."""
+    if not overrides:
+        return
+    drawn = [_printed(path, names) for path, value in flat if _is_struct(value)]
+    kept = [_printed(path, names) for path, value in flat if not _is_struct(value)]
+    for path in overrides:
+        if path in drawn:
+            continue
+        if path in kept:
+            raise ValueError(
+                f"{_API}: overrides[{path!r}] names a leaf that is not drawn (a static "
+                f"argument, or a leaf that is not an array): it is passed as traced or given. "
+                f"Drawn leaves: {_listed(drawn)}."
+            )
+        close = difflib.get_close_matches(path, drawn, n=1, cutoff=0.0)
+        hint = f"; the closest is {close[0]!r}" if close else ""
+        raise ValueError(
+            f"{_API}: overrides[{path!r}] matches no leaf of the signature{hint}. Paths are "
+            f"written as tinax prints them (as in traced_signatures). Drawn leaves: "
+            f"{_listed(drawn)}."
+        )
+
+
+def _listed(paths: Sequence[str], limit: int = 12) -> str:
+    if not paths:
+        return "none"
+    shown = ", ".join(paths[:limit])
+    return shown + (f" (+{len(paths) - limit} more)" if len(paths) > limit else "")
 
 
 def _latest(source: BudgetedMixin) -> TracedSignature:
@@ -293,16 +462,48 @@ def _latest(source: BudgetedMixin) -> TracedSignature:
     return history[-1]
 
 
-def _resolved(source: Any, overrides: Mapping[str, st.SearchStrategy[Any]]) -> Any:
+def _planned(source: Any) -> tuple[Call, list[str], Mesh | None]:
+    """``(call with ShapeDtypeStruct leaves, positional argument names, mesh)``."""
     mesh: Mesh | None = None
     if isinstance(source, BudgetedMixin):
         mesh = source.mesh
         source = _latest(source)
     if isinstance(source, TracedSignature):
         call = abstract.abstract_arguments(source, mesh, static=_Static)
-    else:
-        call = (tuple(source[0]), dict(source[1]))
-    return _call_strategy(call, mesh, overrides)
+        return call, _positional_names(source), mesh
+    args = tuple(source[0])
+    return (args, dict(source[1])), [f"args[{index}]" for index in range(len(args))], mesh
+
+
+def _resolved(
+    source: Any,
+    elements: Mapping[str, st.SearchStrategy[Any]],
+    overrides: Mapping[str, st.SearchStrategy[Any]],
+) -> Any:
+    call, names, mesh = _planned(source)
+    return _call_strategy(call, names, mesh, elements, overrides)
+
+
+def _check_overrides(value: object) -> dict[str, st.SearchStrategy[Any]]:
+    if value is None:
+        return {}
+    expected = (
+        "None or a mapping from leaf paths, as tinax prints them (\"batch['x']\"), "
+        "to hypothesis strategies"
+    )
+    if not isinstance(value, Mapping):
+        raise TypeError(validation.message(_API, "overrides", expected, value))
+    given: Mapping[Any, Any] = cast(Mapping[Any, Any], value)
+    checked: dict[str, st.SearchStrategy[Any]] = {}
+    for key, strategy in given.items():
+        if type(key) is not str:
+            raise TypeError(validation.message(_API, "overrides", "keyed by str paths", key))
+        if not isinstance(strategy, st.SearchStrategy):
+            raise TypeError(
+                validation.message(_API, f"overrides[{key!r}]", "a hypothesis strategy", strategy)
+            )
+        checked[key] = strategy
+    return checked
 
 
 def _check_source(source: Any) -> None:
@@ -325,6 +526,7 @@ def arguments(
     | tuple[Sequence[Any], Mapping[str, Any]],
     *,
     elements: Mapping[str, st.SearchStrategy[Any]] | None = None,
+    overrides: Mapping[str, st.SearchStrategy[Any]] | None = None,
 ) -> st.SearchStrategy[tuple[tuple[Any, ...], dict[str, Any]]]:
     """A hypothesis strategy of ``(args, kwargs)`` at one fixed abstract signature.
 
@@ -362,18 +564,34 @@ def arguments(
             e.g. ``{"float": st.floats(0, 1)}``. Each value drawn is converted
             to the leaf's dtype (rounded, for floats), so it must fit in that
             dtype. Defaults to None: finite and moderate values, as above.
+        overrides: Strategies for single leaves, keyed by the leaf's path as
+            tinax prints it (in ``traced_signatures`` and the budget error):
+            ``{"batch['x']": ..., "model.rate": st.floats(0, 1)}``. For a
+            ``(args, kwargs)`` source, positional arguments are ``args[0]``,
+            ``args[1]``..., keyword arguments their names. Each strategy draws
+            the whole leaf: an array of its shape (a scalar for a ``[]`` leaf),
+            whose dtype converts to the leaf's within its kind (an int drawn
+            for a float leaf converts; a float for an int leaf does not) and
+            whose values fit in it; it is then given the leaf's exact type
+            (dtype, weak type, sharding). Other leaves keep ``elements``.
+            Defaults to None: no leaf drawn apart.
 
     Returns:
         A strategy of ``(args, kwargs)``: call ``step(*args, **kwargs)``.
 
     Raises:
-        TypeError: ``source`` is none of the above, or ``elements`` is not a
-            mapping of hypothesis strategies.
-        ValueError: ``elements`` has a key that is not a dtype kind. When the
-            strategy first draws: the object has no trace yet; a leaf cannot be
-            drawn (a weakly typed array that no Python number gives, an unknown
-            PRNG implementation or dtype, a sharding on a mesh for which no
-            concrete mesh is known).
+        TypeError: ``source`` is none of the above, or ``elements`` or
+            ``overrides`` is not a mapping of hypothesis strategies (with str
+            keys, for ``overrides``).
+        ValueError: ``elements`` has a key that is not a dtype kind. A path of
+            ``overrides`` matches no leaf that is drawn (the message names the
+            closest path); checked at once for a signature or ``(args,
+            kwargs)``, at the first draw for an object. When the strategy
+            draws: the object has no trace yet; a leaf cannot be drawn (a
+            weakly typed array that no Python number gives, an unknown PRNG
+            implementation or dtype, a sharding on a mesh for which no
+            concrete mesh is known); a value drawn by an override does not fit
+            its leaf's shape or dtype (the message names the path).
 
     Examples:
         >>> import jax.numpy as jnp
@@ -391,8 +609,12 @@ def arguments(
         1
     """
     _check_source(source)
-    overrides = _check_elements(elements)
-    return st.deferred(lambda: _resolved(source, overrides))
+    kinds = _check_elements(elements)
+    leaves = _check_overrides(overrides)
+    if leaves and not isinstance(source, BudgetedMixin):  # paths checked now, not at a draw
+        call, names, _ = _planned(source)
+        _check_paths(leaves, _flat(call)[0], names)
+    return st.deferred(lambda: _resolved(source, kinds, leaves))
 
 
 # --- no new traces -----------------------------------------------------------------------

@@ -1,0 +1,372 @@
+"""Test suites as JAX projects run them: ``filterwarnings = error``, fresh wrappers per test,
+parametrized case and hypothesis example, with tinax's pytest plugin loaded or not; and the
+plugin's ``--tinax-budgets`` report.
+
+Each test runs a small pytest project (pytester, in this process: JAX is imported once).
+Entry-point plugins are off in every inner run (``PYTEST_DISABLE_PLUGIN_AUTOLOAD``), so
+that the plugin is loaded exactly when a test says ``-p _tinax_pytestplugin``, whether or
+not this environment installed tinax's entry point.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+
+import pytest
+
+import _tinax_pytestplugin
+
+pytest_plugins = ["pytester"]
+
+PLUGIN = "_tinax_pytestplugin"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CONFIG = """
+[tool.pytest.ini_options]
+filterwarnings = ["error"]
+"""
+
+# Builds a fresh wrapper per test, per parametrized case and per hypothesis example.
+FRESH = """
+import jax.numpy as jnp
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tinax.jit import bounded_jit
+
+
+def step(x):
+    return x * 2.0 + 1.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fresh_wrapper_per_case(seed):
+    fresh = bounded_jit(step, max_traces=1)
+    assert fresh(jnp.full(3, float(seed))).tolist() == [2.0 * seed + 1.0] * 3
+    assert fresh.traces_used == 1
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.floats(-1, 1, width=32))
+def test_fresh_wrapper_per_example(value):
+    fresh = bounded_jit(step, max_traces=1)
+    fresh.trace(jnp.full(3, value))  # a trace, as a call makes: no compile per example
+    assert fresh.traces_used == 1
+"""
+
+# Runs the collected tests in reverse order when TINAX_REVERSE is set.
+REVERSE = """
+import os
+
+
+def pytest_collection_modifyitems(items):
+    if os.environ.get("TINAX_REVERSE"):
+        items.reverse()
+"""
+
+# A training loop that rebuilds its step, in a helper that a test calls.
+LOOP = """
+import jax.numpy as jnp
+
+from tinax.jit import bounded_jit
+
+
+def update(x):
+    return x * 0.5
+
+
+def train(steps):
+    x = jnp.ones(3)
+    for _ in range(steps):
+        step = bounded_jit(update, max_traces=1)  # rebuilt per step
+        x = step(x)
+    return x
+
+
+def make_step():
+    return bounded_jit(update, max_traces=1)
+
+
+def test_training_loop_in_a_helper():
+    train(4)
+
+
+def test_helper_called_per_step():
+    x = jnp.ones(3)
+    for _ in range(4):
+        x = make_step()(x)
+"""
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    """A project configured as jax, equinox and flax configure theirs, with no plugin
+    loaded from entry points."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.delenv("TINAX_REVERSE", raising=False)
+    pytester.makepyprojecttoml(CONFIG)
+    return pytester
+
+
+PLUGIN_STATES = {
+    "plugin off": ("-p", "no:tinax"),
+    "plugin on, collecting": ("-p", PLUGIN, "--tinax-budgets"),
+}
+
+
+def run(pytester, *args):
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", *args)
+
+
+def order_of(result):
+    return [
+        line.split(" ")[0].rpartition("[")[2].rstrip("]")
+        for line in result.outlines
+        if "::test_fresh_wrapper_per_case[" in line
+    ]
+
+
+class TestFreshWrappers:
+    @pytest.mark.parametrize("plugin", PLUGIN_STATES.values(), ids=PLUGIN_STATES.keys())
+    @pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+    def test_never_warn_per_case_or_example_in_any_order(
+        self, project, monkeypatch, plugin, reverse
+    ):
+        project.makepyfile(test_fresh=FRESH)
+        project.makeconftest(REVERSE)
+        if reverse:
+            monkeypatch.setenv("TINAX_REVERSE", "1")
+        result = run(project, "-v", *plugin)
+        result.assert_outcomes(passed=7)
+        expected = [str(seed) for seed in range(6)]
+        assert order_of(result) == (expected[::-1] if reverse else expected)
+
+    @pytest.mark.parametrize("plugin", PLUGIN_STATES.values(), ids=PLUGIN_STATES.keys())
+    def test_warn_for_a_wrapper_rebuilt_per_step_in_a_test(self, project, plugin):
+        project.makepyfile(test_loop=LOOP)
+        result = run(project, *plugin)
+        result.assert_outcomes(failed=2)
+        text = result.stdout.str()
+        for test in ("test_training_loop_in_a_helper", "test_helper_called_per_step"):
+            assert (
+                f"within one test (test_loop.py::{test}), with the same options, "
+                "and each traced the same signature"
+            ) in text
+        assert "built 3 times at test_loop.py:13 within one test" in text
+        assert "built 3 times at test_loop.py:19 within one test" in text
+        assert "a fresh wrapper per test, parametrized case or hypothesis example is fine" in text
+
+    def test_warn_per_test_whatever_ran_before(self, project):
+        """Warned once per place and test: the second test with the same loop fails too."""
+        project.makepyfile(
+            test_loop=LOOP
+            + textwrap.dedent(
+                """
+
+                def test_training_loop_again():
+                    train(4)
+                """
+            )
+        )
+        result = run(project, "-p", "no:tinax")
+        result.assert_outcomes(failed=3)
+
+
+class TestEntryPoint:
+    def test_is_declared_as_tinax_in_pytest11(self):
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as file:
+            project = tomllib.load(file)
+        assert project["project"]["entry-points"]["pytest11"] == {"tinax": PLUGIN}
+        wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
+        assert f"src/{PLUGIN}.py" in wheel["only-include"]
+
+    def test_loading_it_imports_neither_jax_nor_tinax(self):
+        code = (
+            f"import sys, {PLUGIN}; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'tinax')))"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        assert out.strip() == "[]"
+
+    def test_loading_it_after_an_import_is_silent_under_warnings_as_errors(self, tmp_path):
+        """pytest warns when ``-p`` loads an imported module it would rewrite; the plugin
+        opts out of rewriting (it asserts nothing)."""
+        code = (
+            f"import sys, pytest, {PLUGIN}; "
+            f"sys.exit(pytest.main(['-W', 'error', '-p', '{PLUGIN}', '--co', '-q']))"
+        )
+        env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        result = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stderr
+
+
+# --- the report ----------------------------------------------------------------------------
+
+# Two functions with known traces and compiles: `double`, built once and traced at three
+# shapes; `inc`, built fresh in each of four cases (one dropped per test) and traced once
+# each; `idle`, built and never called; `lowered`, traced and never compiled.
+BUDGETS = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+from tinax.jit import bounded_jit
+
+
+def double(x):
+    return x * 2.0
+
+
+def inc(x):
+    return x + 1.0
+
+
+def idle(x):
+    return x
+
+
+def lowered(x):
+    return x - 1.0
+
+
+shared = bounded_jit(double, max_traces=3)
+never_called = bounded_jit(idle, max_traces=1)
+
+
+def test_lowered_only():
+    bounded_jit(lowered, max_traces=1).lower(jnp.ones(2))  # a trace, no compile
+
+
+def test_shapes():
+    for size in (1, 2, 3):
+        shared(jnp.ones(size))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fresh(seed):
+    bounded_jit(inc, max_traces=1)(jnp.full(2, float(seed)))
+"""
+
+# `heavy` compiles several times longer than `light`.
+TOP = """
+import jax.numpy as jnp
+
+from tinax.jit import bounded_jit
+
+
+def light(x):
+    return x + 1.0
+
+
+def heavy(x):
+    for _ in range(300):
+        x = jnp.sin(x) * 1.0001 + jnp.cos(x)
+    return x
+
+
+def test_light():
+    bounded_jit(light, max_traces=1)(jnp.ones(4))
+
+
+def test_heavy():
+    bounded_jit(heavy, max_traces=1)(jnp.ones(4))
+"""
+
+
+def line_of(source, text):
+    """The line number of the first line of ``source`` that contains ``text``."""
+    lines = source.strip("\n").splitlines()  # as pytester writes it
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+LINES = (
+    *("def double", "def inc", "def idle", "def lowered"),
+    *("shared =", "never_called =", "bounded_jit(inc", "bounded_jit(lowered"),
+)
+TIME = r"(-|\d+(\.\d+)? (us|ms|s))"
+
+
+def rows(result):
+    """The report's title and its table rows, with runs of spaces made one."""
+    lines = result.outlines
+    (start,) = [index for index, line in enumerate(lines) if "tinax budgets" in line]
+    end = next(
+        (index for index in range(start + 1, len(lines)) if lines[index].startswith("=")),
+        len(lines),
+    )
+    return lines[start], [re.sub(r" +", " ", line.strip()) for line in lines[start + 1 : end]]
+
+
+class TestBudgetsReport:
+    def test_rows_count_objects_traces_compiles_and_retraces(self, project):
+        project.makepyfile(test_budgets=BUDGETS)
+        result = run(project, "-p", PLUGIN, "--tinax-budgets")
+        result.assert_outcomes(passed=6)
+        title, table = rows(result)
+        assert "tinax budgets: 4 budgeted functions, by compile time" in title
+        header, *body = table
+        assert header == (
+            "compile time trace time objects traces compiles retraces "
+            "function (defined at) built at most common retrace cause"
+        )
+        at = {text: f"test_budgets.py:{line_of(BUDGETS, text)}" for text in LINES}
+        expected = {
+            f"{TIME} {TIME} 1 3 3 2 double \\({at['def double']}\\) {at['shared =']} x: shape",
+            f"{TIME} {TIME} 4 4 4 0 inc \\({at['def inc']}\\) {at['bounded_jit(inc']} -",
+            f"- - 1 0 0 0 idle \\({at['def idle']}\\) {at['never_called =']} -",
+            f"- {TIME} 1 1 0 0 lowered \\({at['def lowered']}\\) {at['bounded_jit(lowered']} -",
+        }
+        assert len(body) == 4
+        for pattern in expected:
+            assert sum(bool(re.fullmatch(pattern, row)) for row in body) == 1, (pattern, body)
+        assert body[-1].startswith("- - 1 0 0 0 idle")  # no compile nor trace time: last
+
+    def test_top_n_shows_the_most_compile_time(self, project):
+        project.makepyfile(test_top=TOP)
+        result = run(project, "-p", PLUGIN, "--tinax-budgets=1")
+        result.assert_outcomes(passed=2)
+        title, table = rows(result)
+        assert "tinax budgets: top 1 of 2 budgeted functions, by compile time" in title
+        _, row, more = table
+        defined, built = line_of(TOP, "def heavy"), line_of(TOP, "bounded_jit(heavy")
+        heavy = f"heavy \\(test_top.py:{defined}\\) test_top.py:{built} -"
+        assert re.fullmatch(f"{TIME} {TIME} 1 1 1 0 {heavy}", row), row
+        assert more == "(1 more: --tinax-budgets shows every one)"
+
+    @pytest.mark.parametrize("plugin", [("-p", PLUGIN), ("-p", "no:tinax")], ids=["on", "off"])
+    def test_no_report_without_the_option(self, project, plugin):
+        project.makepyfile(test_budgets=BUDGETS)
+        result = run(project, *plugin)
+        result.assert_outcomes(passed=6)
+        assert "tinax budgets" not in result.stdout.str()
+
+    def test_bad_n_is_a_usage_error_naming_the_option(self, project):
+        project.makepyfile(test_budgets=BUDGETS)
+        result = run(project, "-p", PLUGIN, "--tinax-budgets=many")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert "--tinax-budgets: expected N, a whole number of rows (0 for all); got 'many'" in (
+            result.stderr.str()
+        )
+
+    def test_collection_stops_with_the_session(self, project):
+        from tinax._src import observe
+
+        project.makepyfile(test_budgets=BUDGETS)
+        run(project, "-p", PLUGIN, "--tinax-budgets")
+        assert observe._watch_built is None
+        assert observe._watch_traced is None
+
+
+def test_top_parses_whole_numbers_only():
+    assert _tinax_pytestplugin._top("0") == 0
+    assert _tinax_pytestplugin._top("7") == 7
+    for bad in ("-1", "x", "1.5", ""):
+        with pytest.raises(Exception, match="expected N"):
+            _tinax_pytestplugin._top(bad)
