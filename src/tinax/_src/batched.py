@@ -10,7 +10,7 @@ import attrs
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, validation
+from tinax._src import common, jit_options, nnx_updates, validation
 
 R = TypeVar("R")
 
@@ -48,6 +48,9 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         backend: As given to `jax.jit`.
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
+        propagate_updates: What becomes of a `flax.nnx` Variable the function
+            assigns: ``None`` or ``True`` (an error if it would be lost; a
+            per-example value cannot be written back) or ``False`` (dropped).
         traces_used: How many traces this object has made.
         traced_signatures: The abstract (batched) signature of each trace, oldest first.
     """
@@ -74,6 +77,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -82,6 +86,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         max_traces = validation.check_max_traces(_API, self.max_traces)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
+        propagate = nnx_updates.check_propagate_updates(_API, self.propagate_updates)
         vmap_options = validation.check_vmap_options(
             _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
         )
@@ -112,13 +117,16 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         set_(self, "donate_argnums", options.donate_argnums)
         set_(self, "keep_unused", bool(self.keep_unused))
         set_(self, "inline", bool(self.inline))
+        set_(self, "propagate_updates", propagate)
+        # Watched per example, under jax.vmap: an assignment there is where it is lost.
+        per_example = nnx_updates.watched(function, propagate, function, signature, batched=True)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
         batched = validation.vmapped(
-            _API, function, self.in_axes, self.out_axes, axis_size, vmap_options
+            _API, per_example, self.in_axes, self.out_axes, axis_size, vmap_options
         )
         if options.statics != jit_options.NO_STATICS:  # static arguments are not batched
             batched = _batch_dynamic(
-                function, options.statics, self.in_axes, self.out_axes, axis_size, vmap_options
+                per_example, options.statics, self.in_axes, self.out_axes, axis_size, vmap_options
             )
         kwargs = options.jit_kwargs
 
@@ -200,6 +208,7 @@ def batched_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    propagate_updates: bool | None = None,
 ) -> BatchedJit[R]: ...
 
 
@@ -226,6 +235,7 @@ def batched_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    propagate_updates: bool | None = None,
 ) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
 
 
@@ -252,6 +262,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    propagate_updates: bool | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -306,6 +317,14 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         inline: As `jax.jit`. Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
+        propagate_updates: For `flax.nnx` objects among the arguments, what
+            becomes of a ``Variable`` the function assigns, which `jax.vmap` and
+            `jax.jit` drop silently. `None` (the default) and `True`: a trace
+            that assigns a Variable whose new value is not returned raises
+            `ValueError`, naming each path (each example would assign its own
+            value, which cannot be written back into one object: return the
+            objects, with `out_axes` for them). `False`: dropped, as `jax.jit`
+            does.
 
     Returns:
         The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
@@ -355,6 +374,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "backend": backend,
         "inline": inline,
         "compiler_options": compiler_options,
+        "propagate_updates": propagate_updates,
     }
     if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BatchedJit, **options))

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, validation
+from tinax._src import common, jit_options, nnx_updates, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -42,6 +42,9 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         backend: As given to `jax.jit`.
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
+        propagate_updates: What becomes of a `flax.nnx` Variable the function
+            assigns: ``None`` (an error if it would be lost), ``True`` (written
+            back) or ``False`` (dropped).
         traces_used: How many traces this object has made.
         traced_signatures: The abstract signature of each trace, oldest first.
     """
@@ -62,6 +65,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
@@ -70,6 +74,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         signature = validation.LazySignature(function)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
+        propagate = nnx_updates.check_propagate_updates(_API, self.propagate_updates)
         options = jit_options.parse(
             _API,
             signature,
@@ -94,12 +99,25 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         set_(self, "keep_unused", bool(self.keep_unused))
         set_(self, "inline", bool(self.inline))
         set_(self, "on_exceed", on_exceed)
+        set_(self, "propagate_updates", propagate)
         kwargs = options.jit_kwargs
 
         def jit(counted: Callable[..., Any]) -> Any:
             return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, function, max_traces, signature, options.statics, mesh, jit)
+        donating = bool(options.donate_argnums or options.donate_argnames)
+        common.build(
+            self,
+            function,
+            function,
+            max_traces,
+            signature,
+            options.statics,
+            mesh,
+            jit,
+            propagate_updates=propagate,
+            donating=donating,
+        )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -125,6 +143,7 @@ def bounded_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    propagate_updates: bool | None = None,
 ) -> BoundedJit[P, R]: ...
 
 
@@ -145,6 +164,7 @@ def bounded_jit(
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    propagate_updates: bool | None = None,
 ) -> Callable[[Callable[P, R]], BoundedJit[P, R]]: ...
 
 
@@ -165,6 +185,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     backend: str | None = None,
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
+    propagate_updates: bool | None = None,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -216,6 +237,18 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             a nested call. Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
+        propagate_updates: For `flax.nnx` objects (Modules, Optimizers, Rngs)
+            among the arguments, what becomes of a ``Variable`` the function
+            assigns (``optimizer.update``, BatchNorm statistics, Dropout's RNG
+            counter), which `jax.jit` drops silently. `None` (the default): a
+            trace that assigns a Variable whose new value is not returned raises
+            `ValueError`, naming each path, before anything is cached; a
+            function that returns the objects is untouched, and a cached call
+            costs nothing more. `True`: the new values are written back into the
+            caller's objects after every call, as ``nnx.jit`` does (only nnx
+            objects passed as arguments of their own; a change of their
+            structure inside the function is an error). `False`: dropped, as
+            `jax.jit` does.
 
     Returns:
         The trace-budgeted, JIT-compiled callable. Without `function`, a decorator
@@ -275,6 +308,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "backend": backend,
         "inline": inline,
         "compiler_options": compiler_options,
+        "propagate_updates": propagate_updates,
     }
     if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BoundedJit, **options))

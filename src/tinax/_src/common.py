@@ -16,6 +16,7 @@ from tinax._src import (
     budget,
     jit_options,
     meshes,
+    nnx_updates,
     observe,
     private,
     record,
@@ -61,15 +62,27 @@ def build(
     statics: jit_options.Statics,
     mesh: Mesh | None,
     jit: Callable[[Callable[..., Any]], Any],
+    *,
+    propagate_updates: bool | None = False,
+    donating: bool = False,
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
     ``traced`` is what JAX traces (the function, or its `jax.vmap`); ``jit``
-    compiles the counted version of it.
+    compiles the counted version of it. ``propagate_updates`` as the classes
+    take it (`nnx_updates`; a `BatchedJit` watches its per-example function
+    itself and passes ``False``).
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    jitted = jit(budget.counted(traced, ledger, max_traces, signature, statics, function))
+    traced = nnx_updates.watched(
+        traced, propagate_updates, function, signature, write_all=donating
+    )
+    counted = budget.counted(traced, ledger, max_traces, signature, statics, function)
+    if propagate_updates:
+        jitted = nnx_updates.Propagating(jit(nnx_updates.rebinding(counted)))
+    else:
+        jitted = jit(counted)
     setattr_(owner, "_ledger", ledger)
     setattr_(owner, "_signature", signature)
     setattr_(owner, "_static", statics)
