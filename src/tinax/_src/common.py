@@ -75,9 +75,7 @@ def build(
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
-    traced = nnx_updates.watched(
-        traced, propagate_updates, function, signature, write_all=donating
-    )
+    traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
     counted = budget.counted(traced, ledger, max_traces, signature, statics, function)
     if propagate_updates:
         jitted = nnx_updates.Propagating(jit(nnx_updates.rebinding(counted)))

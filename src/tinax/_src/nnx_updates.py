@@ -138,7 +138,9 @@ class _Watched:
         """Indices of the Variables whose value or metadata was assigned since."""
         return [
             index
-            for index, (variable, before) in enumerate(zip(self.variables, self.before, strict=True))
+            for index, (variable, before) in enumerate(
+                zip(self.variables, self.before, strict=True)
+            )
             if _assigned(_state(variable), before)
         ]
 
@@ -194,8 +196,10 @@ def _lost_message(
         f"values are not returned; jax.jit would drop them silently, after every call:"
     ]
     lines.extend(f"  {path}" for path in paths)
-    lines.extend(f"  {name} (its structure changed: an attribute added, removed or replaced)"
-                 for name in restructured)
+    lines.extend(
+        f"  {name} (its structure changed: an attribute added, removed or replaced)"
+        for name in restructured
+    )
     lines.append(
         "Fix: return the objects from the function (e.g. return model, optimizer, loss) and "
         "use the returned ones, or wrap with propagate_updates=True to write the new values "
@@ -398,7 +402,11 @@ class _Layout:
     __slots__ = ("_hash", "kinds", "places", "treedef", "variables")
 
     def __init__(
-        self, places: tuple[int | str, ...], treedef: Any, variables: tuple[Any, ...], kinds: tuple[int, ...]
+        self,
+        places: tuple[int | str, ...],
+        treedef: Any,
+        variables: tuple[Any, ...],
+        kinds: tuple[int, ...],
     ) -> None:
         self.places = places
         self.treedef = treedef
@@ -452,7 +460,9 @@ class _Entry:
 
     __slots__ = ("layout", "nodes", "objects", "plain", "slots", "variables")
 
-    def __init__(self, places: tuple[int | str, ...], objects: list[Any], kinds: tuple[type, type]) -> None:
+    def __init__(
+        self, places: tuple[int | str, ...], objects: list[Any], kinds: tuple[type, type]
+    ) -> None:
         pytree_type, variable_type = kinds
         tree_util: Any = jax.tree_util
         nodes: list[tuple[Any, Any]] = []
@@ -539,7 +549,9 @@ class Propagating:
             kinds = self._kinds = _nnx_kinds()
             if kinds is None:
                 return args, kwargs, None
-        places: list[int | str] = [index for index, value in enumerate(args) if isinstance(value, kinds)]
+        places: list[int | str] = [
+            index for index, value in enumerate(args) if isinstance(value, kinds)
+        ]
         if kwargs:
             places.extend(name for name, value in kwargs.items() if isinstance(value, kinds))
         if not places:
@@ -632,7 +644,14 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _frames.stack.pop()
 
-    for name in ("__signature__", "__name__", "__qualname__", "__wrapped__", "__module__", "__doc__"):
+    for name in (
+        "__signature__",
+        "__name__",
+        "__qualname__",
+        "__wrapped__",
+        "__module__",
+        "__doc__",
+    ):
         try:
             setattr(rebound, name, getattr(counted, name))
         except AttributeError:
