@@ -192,25 +192,30 @@ def _lost_message(
     function_name: str, paths: list[str], restructured: list[str], *, batched: bool = False
 ) -> str:
     lines = [
-        f"{function_name}: this trace assigns flax.nnx Variables of its arguments whose new "
-        f"values are not returned; jax.jit would drop them silently, after every call:"
+        f"{function_name}: this trace assigns flax.nnx Variables of its arguments and does not "
+        f"return their new values; jax.jit would drop them silently, after every call:"
     ]
     lines.extend(f"  {path}" for path in paths)
     lines.extend(
         f"  {name} (its structure changed: an attribute added, removed or replaced)"
         for name in restructured
     )
-    lines.append(
-        "Fix: return the objects from the function (e.g. return model, optimizer, loss) and "
-        "use the returned ones, or wrap with propagate_updates=True to write the new values "
-        "back into the caller's objects after every call, as nnx.jit does "
-        "(propagate_updates=False drops them, as jax.jit does)."
-        if not batched
-        else "Fix: return the objects from the function, with out_axes for them, and use the "
-        "returned ones: under batched_jit each example assigns its own value, which cannot be "
-        "written back into one object (propagate_updates=True cannot either; "
-        "propagate_updates=False drops them, as jax.jit does)."
-    )
+    if batched:
+        lines.append(
+            "Fix: return the objects from the function, with out_axes for them, and use the "
+            "returned ones: under batched_jit each example assigns its own value, which cannot "
+            "be written back into one object."
+        )
+    else:
+        lines.append(
+            "Fix: return the objects from the function (return model, optimizer, loss) and use "
+            "the returned ones,"
+        )
+        lines.append(
+            "  or wrap with propagate_updates=True: the new values are written back into the "
+            "caller's objects after every call, as nnx.jit does."
+        )
+    lines.append("  (propagate_updates=False drops them, as jax.jit does.)")
     return "\n".join(lines)
 
 
