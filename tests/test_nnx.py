@@ -350,3 +350,62 @@ class TestModeSwitch:
         model.train()
         step(model, BATCH[0])
         assert step.traces_used == 2
+
+
+class Tempered(nnx.Module):
+    def __init__(self, temperature, rngs):
+        self.linear = nnx.Linear(2, 2, rngs=rngs)
+        self.layers = nnx.List([nnx.Linear(2, 2, rngs=rngs)])
+        self.temperature = temperature
+
+    def __call__(self, x):
+        return self.layers[0](self.linear(x)) / self.temperature
+
+
+def first_difference(error_or_explanation):
+    lines = [line.strip() for line in str(error_or_explanation).splitlines()]
+    return lines[lines.index(next(l for l in lines if l.startswith("Closest"))) + 1 :][:1]
+
+
+class TestGraphDefDiagnosis:
+    def test_static_graphdef_names_the_attribute_path(self):
+        step = bounded_jit(
+            lambda graphdef, state, x: nnx.merge(graphdef, state)(x),
+            max_traces=1,
+            static_argnames="graphdef",
+        )
+        graphdef, state = nnx.split(Tempered(1.0, nnx.Rngs(0)))
+        step(graphdef, state, jnp.ones(2))
+        hotter, state = nnx.split(Tempered(2.0, nnx.Rngs(0)))
+        with pytest.raises(TraceBudgetError) as info:
+            step(hotter, state, jnp.ones(2))
+        assert first_difference(info.value) == [
+            "graphdef.temperature: 1.0 -> 2.0 (static argument value: an nnx GraphDef, "
+            "compared attribute by attribute)"
+        ]
+
+    def test_graphdef_inside_a_tree_names_the_attribute_path(self):
+        step = bounded_jit(lambda split, x: nnx.merge(*split)(x), max_traces=1)
+        step(nnx.split(Tempered(1.0, nnx.Rngs(0))), jnp.ones(2))
+        explanation = step.explain(nnx.split(Tempered(2.0, nnx.Rngs(0))), jnp.ones(2))
+        assert first_difference(explanation) == [
+            "split[0].temperature: 1.0 -> 2.0 (static field of GraphDef: an nnx GraphDef, "
+            "compared attribute by attribute)"
+        ]
+
+    def test_nested_change_and_added_attribute_are_named(self):
+        step = bounded_jit(lambda graphdef: 0, max_traces=1, static_argnames="graphdef")
+        model = Tempered(1.0, nnx.Rngs(0))
+        step(nnx.graphdef(model))
+        model.layers[0].use_bias = False
+        model.extra = "new"
+        lines = [line.strip() for line in str(step.explain(nnx.graphdef(model))).splitlines()]
+        detail = "(static argument value: an nnx GraphDef, compared attribute by attribute)"
+        assert f"graphdef.layers[0].use_bias: True -> False {detail}" in lines
+        assert "graphdef.extra: added ('new')" in lines
+
+    def test_same_graphdef_rebuilt_reuses_the_trace(self):
+        step = bounded_jit(lambda graphdef: 0, max_traces=1, static_argnames="graphdef")
+        step(nnx.graphdef(Tempered(1.0, nnx.Rngs(0))))
+        step(nnx.graphdef(Tempered(1.0, nnx.Rngs(1))))
+        assert step.traces_used == 1
