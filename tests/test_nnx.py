@@ -327,7 +327,7 @@ class TestDefaultDetects:
 
 class TestModeSwitch:
     def test_eval_after_train_is_diagnosed_with_the_exact_line(self):
-        model, optimizer = make()
+        model, _ = make()
         step = bounded_jit(lambda model, x: model(x), max_traces=1, propagate_updates=True)
         step(model, BATCH[0])
         model.eval()
@@ -364,7 +364,8 @@ class Tempered(nnx.Module):
 
 def first_difference(error_or_explanation):
     lines = [line.strip() for line in str(error_or_explanation).splitlines()]
-    return lines[lines.index(next(l for l in lines if l.startswith("Closest"))) + 1 :][:1]
+    start = next(index for index, line in enumerate(lines) if line.startswith("Closest"))
+    return lines[start + 1 : start + 2]
 
 
 class TestGraphDefDiagnosis:

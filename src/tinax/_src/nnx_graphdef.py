@@ -13,7 +13,7 @@ recognized by their class and read by their attribute names.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 _INTERNAL = "_pytree__"  # nnx's own bookkeeping attributes: named only if nothing else differs
 
@@ -68,7 +68,9 @@ def flat_view(graphdef: Any) -> dict[str, Any]:
 
     def node(path: str) -> None:
         current = next(nodes)
-        kind = getattr(current, "type", type(current))
+        kind: Any = getattr(current, "type", None)
+        if kind is None:
+            kind = type(cast(object, current))
         metadata = (
             getattr(current, "metadata", None) if type(current).__name__ == "VariableDef" else None
         )

@@ -382,11 +382,16 @@ class Updates:
         self.values = values
 
 
-jax.tree_util.register_pytree_node(
-    Updates,
-    lambda updates: (updates.values, updates.indices),
-    lambda indices, values: Updates(indices, tuple(values)),
-)
+def _flatten_updates(updates: Updates) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    return updates.values, updates.indices
+
+
+def _unflatten_updates(indices: tuple[int, ...], values: Any) -> Updates:
+    return Updates(indices, tuple(values))
+
+
+_tree_util: Any = jax.tree_util
+_tree_util.register_pytree_node(Updates, _flatten_updates, _unflatten_updates)
 
 
 # --- propagate_updates=True: the call -----------------------------------------------------
@@ -450,11 +455,15 @@ class _Slot:
         self.values = values
 
 
-jax.tree_util.register_pytree_node(
-    _Slot,
-    lambda slot: (slot.values, (slot.layout, slot.place)),
-    lambda aux, values: _Slot(aux[0], aux[1], tuple(values)),
-)
+def _flatten_slot(slot: _Slot) -> tuple[Any, tuple[_Layout, int]]:
+    return slot.values, (slot.layout, slot.place)
+
+
+def _unflatten_slot(aux: tuple[_Layout, int], values: Any) -> _Slot:
+    return _Slot(aux[0], aux[1], tuple(values))
+
+
+_tree_util.register_pytree_node(_Slot, _flatten_slot, _unflatten_slot)
 
 
 class _Entry:
@@ -481,9 +490,11 @@ class _Entry:
                 attributes = vars(node)
                 nodes.append((attributes, dict(attributes)))
             elif type(node) is list:
-                nodes.append((node, list(cast(list[Any], node))))
+                items = cast(list[Any], node)
+                nodes.append((items, list(items)))
             elif type(node) is dict:
-                nodes.append((node, dict(cast(dict[Any, Any], node))))
+                mapping = cast(dict[Any, Any], node)
+                nodes.append((mapping, dict(mapping)))
             return False
 
         leaves, treedef = tree_util.tree_flatten(tuple(objects), is_leaf=visit)
@@ -525,7 +536,11 @@ def _variable_tree(variable: Any) -> Any:
     """A Variable's tree around its raw value as one leaf: its type and metadata."""
     raw = object.__getattribute__(variable, "_raw_value")
     tree_util: Any = jax.tree_util
-    return tree_util.tree_structure(variable, is_leaf=lambda node: node is raw)
+
+    def is_raw(node: object) -> bool:
+        return node is raw
+
+    return tree_util.tree_structure(variable, is_leaf=is_raw)
 
 
 _raw_value = operator.attrgetter("_raw_value")
