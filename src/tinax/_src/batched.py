@@ -339,7 +339,8 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
             error, passed through); `on_exceed` is neither a str nor `None`; an axis
             name is not hashable; `sum_match` is not a bool; any `jax.jit` option
-            is malformed, as for `bounded_jit`.
+            is malformed, as for `bounded_jit`; `propagate_updates` is not `True`,
+            `False` or `None`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`

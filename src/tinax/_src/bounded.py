@@ -265,7 +265,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             option is not an int or an ordered sequence of int (booleans rejected);
             `keep_unused`/`inline` is not a bool; `device` is not a `jax.Device`;
             `backend` is not a str; `compiler_options` is not a dict of str;
-            `jax.jit` rejects a sharding (its own error).
+            `jax.jit` rejects a sharding (its own error); `propagate_updates` is
+            not `True`, `False` or `None`.
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
             `mesh` is empty. Also: an argname is not a keyword parameter of

@@ -553,13 +553,23 @@ class Propagating:
     arguments is replaced by its flat values, and the values the trace assigned
     are written back after the call."""
 
-    __slots__ = ("__weakref__", "_entries", "_jitted", "_kinds", "_lock")
+    __slots__ = ("__weakref__", "_entries", "_jitted", "_kinds", "_lock", "_types")
 
     def __init__(self, jitted: Any) -> None:
         self._jitted = jitted
         self._entries: dict[tuple[Any, ...], _Entry] = {}
         self._kinds: tuple[type, type] | None = None
         self._lock = threading.Lock()
+        self._types: dict[type[Any], bool] = {}  # argument type -> is an nnx object
+
+    def _learn(self, kind: type[Any], kinds: tuple[type, type]) -> bool:
+        """Whether arguments of type ``kind`` are nnx objects (by class: nnx's
+        ``isinstance`` hooks are Python code, too slow for every call)."""
+        found = issubclass(kind, kinds)
+        if len(self._types) > 256:
+            self._types.clear()
+        self._types[kind] = found
+        return found
 
     def _bind(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -569,11 +579,23 @@ class Propagating:
             kinds = self._kinds = _nnx_kinds()
             if kinds is None:
                 return args, kwargs, None
-        places: list[int | str] = [
-            index for index, value in enumerate(args) if isinstance(value, kinds)
-        ]
+        nnx_type = self._types.get
+        places: list[int | str] = []
+        for index, value in enumerate(args):
+            kind = cast("type[Any]", type(value))
+            found = nnx_type(kind)
+            if found is None:
+                found = self._learn(kind, kinds)
+            if found:
+                places.append(index)
         if kwargs:
-            places.extend(name for name, value in kwargs.items() if isinstance(value, kinds))
+            for name, value in kwargs.items():
+                kind = cast("type[Any]", type(value))
+                found = nnx_type(kind)
+                if found is None:
+                    found = self._learn(kind, kinds)
+                if found:
+                    places.append(name)
         if not places:
             return args, kwargs, None
         objects = [args[place] if type(place) is int else kwargs[place] for place in places]  # pyright: ignore[reportArgumentType, reportCallIssue]
