@@ -51,6 +51,8 @@ EXTENSIONS = {
         **{k: v for k, v in _JIT_OPTIONS.items() if not k.endswith("argnums")},
     },
 }
+for _extensions in EXTENSIONS.values():  # issue 18, flax.nnx: last in both signatures
+    _extensions["propagate_updates"] = "None"
 
 # The decorator form (CONTRACT.md, "Decorator factory"): without a function, a factory
 # returns a decorator, as jax.jit(**options) does, so `function` has a default.
