@@ -410,3 +410,24 @@ class TestGraphDefDiagnosis:
         step(nnx.graphdef(Tempered(1.0, nnx.Rngs(0))))
         step(nnx.graphdef(Tempered(1.0, nnx.Rngs(1))))
         assert step.traces_used == 1
+
+
+class TestEager:
+    def test_default_checks_nothing_under_disable_jit(self):
+        counter = nnx.Variable(jnp.zeros(()))
+
+        def bump(counter):
+            counter[...] += 1
+            return 0
+
+        with jax.disable_jit():
+            bounded_jit(bump, max_traces=1)(counter)
+        assert float(counter[...]) == 1.0
+
+    def test_true_writes_back_under_disable_jit_without_counting(self):
+        model, optimizer = make()
+        step = bounded_jit(train_step, max_traces=1, propagate_updates=True)
+        with jax.disable_jit():
+            step(model, optimizer, *BATCH)
+        assert int(optimizer.step[...]) == 1
+        assert step.traces_used == 0

@@ -34,7 +34,7 @@ from typing import Any, cast
 import jax
 import numpy as np
 
-from tinax._src import report, validation
+from tinax._src import private, report, validation
 
 # --- the option ---------------------------------------------------------------------------
 
@@ -271,6 +271,8 @@ def watched(
 
     def run(*args: Any, **kwargs: Any) -> Any:
         kinds = _nnx_kinds()
+        if not propagate and not private.tracing_to_jaxpr():
+            kinds = None  # eager (jax.disable_jit): the caller's own objects, nothing lost
         seen: _Watched | None = None
         if kinds is not None:
             try:
