@@ -271,8 +271,8 @@ def watched(
 
     def run(*args: Any, **kwargs: Any) -> Any:
         kinds = _nnx_kinds()
-        if not propagate and not private.tracing_to_jaxpr():
-            kinds = None  # eager (jax.disable_jit): the caller's own objects, nothing lost
+        if not (propagate or batched) and eager():
+            kinds = None  # jax.disable_jit: the caller's own objects, assigned for real
         seen: _Watched | None = None
         if kinds is not None:
             try:
@@ -310,6 +310,12 @@ def watched(
     except Exception:
         pass
     return run
+
+
+def eager() -> bool:
+    """Whether a call runs the function on the caller's own objects: `jax.disable_jit`,
+    outside any trace (``.lower`` still traces there)."""
+    return private.jit_disabled() and not private.tracing_to_jaxpr()
 
 
 def _heading(function: Callable[..., Any]) -> str:
