@@ -110,7 +110,7 @@ class _Watched:
     Variables as leaves, to tell a change of structure (an attribute added).
     """
 
-    __slots__ = ("before", "paths", "structures", "variables")
+    __slots__ = ("before", "keys", "structures", "variables")
 
     def __init__(self, variable_type: type, named: list[tuple[str, Any]]) -> None:
         tree_util: Any = jax.tree_util
@@ -119,7 +119,7 @@ class _Watched:
             return isinstance(value, variable_type)
 
         self.variables: list[Any] = []
-        self.paths: list[str] = []
+        self.keys: list[tuple[str, tuple[Any, ...]]] = []  # made text only when reported
         self.before: list[tuple[Any, list[Any]]] = []
         self.structures: list[tuple[str, Any, Any]] = []
         seen: set[int] = set()
@@ -131,8 +131,12 @@ class _Watched:
                     continue
                 seen.add(id(leaf))
                 self.variables.append(leaf)
-                self.paths.append(_path_text(name, path))
+                self.keys.append((name, tuple(path)))
                 self.before.append(_state(leaf))
+
+    def path(self, index: int) -> str:
+        """The path of Variable ``index``, as the user writes it."""
+        return _path_text(*self.keys[index])
 
     def changed(self) -> list[int]:
         """Indices of the Variables whose value or metadata was assigned since."""
@@ -282,17 +286,16 @@ def watched(
         out = function(*args, **kwargs)
         if seen is None or kinds is None:
             return (out, Updates((), ())) if propagate else out
-        name = _heading(reported)
         changed = seen.changed()
         restructured = seen.restructured(kinds[1])
         if propagate:
             frame = _frames.stack[-1] if _frames.stack else None
             if write_all and frame is not None:
                 changed = [i for i, v in enumerate(seen.variables) if id(v) in frame]
-            return out, _updates(name, seen, changed, restructured, frame, out)
+            return out, _updates(reported, seen, changed, restructured, frame, out)
         returned = _output_ids(out)
         lost = [
-            seen.paths[index]
+            seen.path(index)
             for index in changed
             if not all(id(leaf) in returned for leaf in _state(seen.variables[index])[1])
         ]
@@ -302,7 +305,9 @@ def watched(
             if argument in restructured and not _returned_object(value, out)
         ]
         if lost or structure_lost:
-            raise ValueError(_lost_message(name, lost, structure_lost, batched=batched))
+            raise ValueError(
+                _lost_message(_heading(reported), lost, structure_lost, batched=batched)
+            )
         return out
 
     try:
@@ -339,7 +344,7 @@ def _returned_object(value: object, out: object) -> bool:
 
 
 def _updates(
-    name: str,
+    reported: Callable[..., Any],
     seen: _Watched,
     changed: list[int],
     restructured: list[str],
@@ -348,7 +353,7 @@ def _updates(
 ) -> Updates:
     """The assigned values by index in the caller's flat list, for the write-back."""
     if restructured:
-        raise ValueError(_structure_message(name, restructured))
+        raise ValueError(_structure_message(_heading(reported), restructured))
     indices: list[int] = []
     values: list[Any] = []
     unreachable: list[int] = []
@@ -360,19 +365,19 @@ def _updates(
             continue
         metadata, _ = _state(variable)
         if metadata != seen.before[index][0]:
-            raise ValueError(_structure_message(name, [seen.paths[index]]))
+            raise ValueError(_structure_message(_heading(reported), [seen.path(index)]))
         indices.append(slot)
         values.append(object.__getattribute__(variable, "_raw_value"))
     if unreachable:
         returned = _output_ids(out)
         lost = [
-            seen.paths[index]
+            seen.path(index)
             for index in unreachable
             if not all(id(leaf) in returned for leaf in _state(seen.variables[index])[1])
         ]
         if lost:
             raise ValueError(
-                _lost_message(name, lost, [])
+                _lost_message(_heading(reported), lost, [])
                 + " With propagate_updates=True, pass each nnx object as an argument of "
                 "its own (not inside a list, tuple or dict): only those are written back."
             )
