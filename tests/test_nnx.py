@@ -447,3 +447,15 @@ class TestEager:
             step(model, optimizer, *BATCH)
         assert int(optimizer.step[...]) == 1
         assert step.traces_used == 0
+
+
+class TestHotPath:
+    @pytest.mark.parametrize("mode", [None, False])
+    def test_a_cached_call_is_the_jax_jit_object_itself(self, mode):
+        step = bounded_jit(train_step, max_traces=1, propagate_updates=mode)
+        assert type(step).__call__.fget(step) is step._jitted
+        assert type(step._jitted).__name__ == "PjitFunction"
+
+    def test_true_wraps_the_call_to_write_back(self):
+        step = bounded_jit(train_step, max_traces=1, propagate_updates=True)
+        assert type(step._jitted).__name__ == "Propagating"
