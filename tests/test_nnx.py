@@ -459,3 +459,30 @@ class TestHotPath:
     def test_true_wraps_the_call_to_write_back(self):
         step = bounded_jit(train_step, max_traces=1, propagate_updates=True)
         assert type(step._jitted).__name__ == "Propagating"
+
+
+class TestPerObjectOptions:
+    def test_donating_the_model_leaves_the_optimizer_buffers_alone(self):
+        model, optimizer = make()
+        kernel = model.linear.kernel.get_raw_value()
+        count = optimizer.step.get_raw_value()
+        step = bounded_jit(train_step, max_traces=1, propagate_updates=True, donate_argnums=0)
+        step(model, optimizer, *BATCH)
+        assert kernel.is_deleted()
+        assert not count.is_deleted()
+        assert int(optimizer.step[...]) == 1
+
+    def test_a_sharding_given_per_object_applies_to_its_variables(self, mesh8):
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        replicated = NamedSharding(mesh8, PartitionSpec())
+        model, optimizer = make()
+        step = bounded_jit(
+            train_step,
+            max_traces=1,
+            propagate_updates=True,
+            in_shardings=(replicated, None, None, None),
+        )
+        step(model, optimizer, *BATCH)
+        assert model.linear.kernel.get_raw_value().sharding == replicated
+        assert int(optimizer.step[...]) == 1

@@ -13,9 +13,9 @@ ends, silently. The three modes:
 - ``True``: the assignments are written back into the caller's objects after
   every call, as ``nnx.jit`` does. The caller's objects are flattened once
   (``nnx.jit_partial``'s idea) and kept while their structure is unchanged, a
-  check by identity of each node's attributes; a call passes the Variables'
-  raw values as one flat list and writes back only the values the trace
-  assigned.
+  check by identity of each node's attributes; a call passes, in each object's
+  place, its Variables' raw values as a flat list, and writes back only the
+  values the trace assigned.
 - ``False``: `jax.jit`'s behaviour (dropped).
 
 flax is never imported here: its classes are read from ``sys.modules`` when a
@@ -422,7 +422,7 @@ class _Layout:
     a plain leaf (``-1 - index``), so that a Variable reached twice is one value.
     """
 
-    __slots__ = ("_hash", "kinds", "places", "treedef", "variables")
+    __slots__ = ("_hash", "kinds", "places", "split", "treedef", "variables")
 
     def __init__(
         self,
@@ -430,12 +430,14 @@ class _Layout:
         treedef: Any,
         variables: tuple[Any, ...],
         kinds: tuple[int, ...],
+        split: tuple[tuple[int, int], ...],
     ) -> None:
         self.places = places
         self.treedef = treedef
         self.variables = variables
         self.kinds = kinds
-        self._hash = hash((places, treedef, variables, kinds))
+        self.split = split
+        self._hash = hash((places, treedef, variables, kinds, split))
 
     def __hash__(self) -> int:
         return self._hash
@@ -449,6 +451,7 @@ class _Layout:
             self._hash == other._hash
             and self.places == other.places
             and self.kinds == other.kinds
+            and self.split == other.split
             and self.treedef == other.treedef
             and self.variables == other.variables
         )
@@ -458,7 +461,10 @@ class _Layout:
 
 
 class _Slot:
-    """Stands in a call for an nnx object: the first carries every flat value."""
+    """Stands in a call for an nnx object: the raw values of the Variables it reaches
+    first (a Variable shared with an earlier object is carried by that one), then
+    its other leaves; a sharding or donation given for its position applies to
+    them."""
 
     __slots__ = ("layout", "place", "values")
 
@@ -485,7 +491,7 @@ class _Entry:
     (each Module's attributes, each list and dict, each Variable's metadata) to
     tell, by identity, that nothing in their structure changed since."""
 
-    __slots__ = ("layout", "nodes", "objects", "plain", "slots", "variables")
+    __slots__ = ("bounds", "layout", "nodes", "objects", "plain", "variables")
 
     def __init__(
         self, places: tuple[int | str, ...], objects: list[Any], kinds: tuple[type, type]
@@ -510,28 +516,40 @@ class _Entry:
                 nodes.append((mapping, dict(mapping)))
             return False
 
-        leaves, treedef = tree_util.tree_flatten(tuple(objects), is_leaf=visit)
+        treedef = tree_util.tree_structure(tuple(objects), is_leaf=visit)
         variables: list[Any] = []
         index_of: dict[int, int] = {}
         plain: list[Any] = []
         kinds_: list[int] = []
-        for leaf in leaves:
-            if isinstance(leaf, variable_type):
-                found = index_of.get(id(leaf))
-                if found is None:
-                    found = index_of[id(leaf)] = len(variables)
-                    variables.append(leaf)
-                kinds_.append(found)
-            else:
-                kinds_.append(-1 - len(plain))
-                plain.append(leaf)
+        split: list[tuple[int, int]] = []  # per object: its own Variables, its other leaves
+        for item in objects:
+            first_variable, first_plain = len(variables), len(plain)
+            for leaf in tree_util.tree_leaves(item, is_leaf=_is_instance(variable_type)):
+                if isinstance(leaf, variable_type):
+                    found = index_of.get(id(leaf))
+                    if found is None:  # owned by the first object it is reached from
+                        found = index_of[id(leaf)] = len(variables)
+                        variables.append(leaf)
+                    kinds_.append(found)
+                else:
+                    kinds_.append(-1 - len(plain))
+                    plain.append(leaf)
+            split.append((len(variables) - first_variable, len(plain) - first_plain))
         shapes = tuple(_variable_tree(variable) for variable in variables)
         self.objects = objects  # held: their ids key the cache
         self.nodes = nodes
         self.variables = variables
         self.plain = plain
-        self.layout = _Layout(places, treedef, shapes, tuple(kinds_))
-        self.slots = tuple(_Slot(self.layout, place, ()) for place in range(len(places)))
+        self.layout = _Layout(places, treedef, shapes, tuple(kinds_), tuple(split))
+        bounds: list[tuple[int, int, int, int]] = []
+        variable_at = plain_at = 0
+        for own_variables, own_plain in split:
+            bounds.append(
+                (variable_at, variable_at + own_variables, plain_at, plain_at + own_plain)
+            )
+            variable_at += own_variables
+            plain_at += own_plain
+        self.bounds = tuple(bounds)
 
     def current(self) -> bool:
         """Whether every node still holds the same objects (by identity; ``==`` only
@@ -543,6 +561,13 @@ class _Entry:
         except Exception:  # a replaced attribute whose == does not give a bool
             return False
         return True
+
+
+def _is_instance(kind: type) -> Callable[[object], bool]:
+    def check(value: object) -> bool:
+        return isinstance(value, kind)
+
+    return check
 
 
 def _variable_tree(variable: Any) -> Any:
@@ -621,14 +646,17 @@ class Propagating:
                     self._entries.clear()
                 self._entries[key] = entry
         values = list(map(_raw_value, entry.variables))
-        if entry.plain:
-            values.extend(entry.plain)
-        slots = entry.slots
+        plain, layout = entry.plain, entry.layout
         bound = list(args)
         if kwargs:
             kwargs = dict(kwargs)
-        for index, place in enumerate(places):
-            slot = _Slot(entry.layout, 0, values) if index == 0 else slots[index]
+        for index, (place, (start, end, plain_start, plain_end)) in enumerate(
+            zip(places, entry.bounds, strict=True)
+        ):
+            own = values[start:end]
+            if plain_end > plain_start:
+                own.extend(plain[plain_start:plain_end])
+            slot = _Slot(layout, index, own)  # each object its own values: its shardings
             if type(place) is int:
                 bound[place] = slot  # pyright: ignore[reportArgumentType, reportCallIssue]
             else:
@@ -661,6 +689,10 @@ class Propagating:
         self._jitted.clear_cache()
 
 
+def _place(slot: _Slot) -> int:
+    return slot.place
+
+
 def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
     """The function JAX traces under ``propagate_updates=True``: rebuilds the nnx
     objects from the flat values of a call (a Variable reached twice is one
@@ -676,14 +708,17 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
             finally:
                 _frames.stack.pop()
         layout = slots[0].layout
-        values = next(slot.values for slot in slots if slot.place == 0)
+        variable_values: list[Any] = []
+        plain: list[Any] = []
+        for slot in sorted(slots, key=_place):
+            own = layout.split[slot.place][0]
+            variable_values.extend(slot.values[:own])
+            plain.extend(slot.values[own:])
         tree_util: Any = jax.tree_util
-        count = len(layout.variables)
         fresh = [
             tree_util.tree_unflatten(shape, [value])
-            for shape, value in zip(layout.variables, values[:count], strict=True)
+            for shape, value in zip(layout.variables, variable_values, strict=True)
         ]
-        plain = values[count:]
         leaves = [fresh[kind] if kind >= 0 else plain[-1 - kind] for kind in layout.kinds]
         objects = tree_util.tree_unflatten(layout.treedef, leaves)
         bound = list(args)
