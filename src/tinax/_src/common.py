@@ -16,6 +16,7 @@ from tinax._src import (
     budget,
     jit_options,
     meshes,
+    nnx_updates,
     nonarrays,
     observe,
     private,
@@ -62,6 +63,9 @@ def build(
     statics: jit_options.Statics,
     mesh: Mesh | None,
     jit: Callable[[Callable[..., Any]], Any],
+    *,
+    propagate_updates: bool | None = False,
+    donating: bool = False,
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
@@ -69,16 +73,22 @@ def build(
     compiles the counted version of it. With ``statics.nonarrays``
     (``static_nonarrays=True``), ``jit`` must mark argument 1 static: the call
     is split into array leaves and a static key (`nonarrays`).
+    ``propagate_updates`` as the classes take it (`nnx_updates`; a `BatchedJit`
+    watches its per-example function itself and passes ``False``).
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
     api = type(owner).__name__
+    traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
     if statics.nonarrays:
         traced = nonarrays.returning_marked(traced)
     counted = budget.counted(traced, ledger, max_traces, signature, statics, function)
     if statics.nonarrays:
         counted = nonarrays.joined(counted, *budget.jax_names(function))
-    jitted = jit(counted)
+    if propagate_updates:
+        jitted = nnx_updates.Propagating(jit(nnx_updates.rebinding(counted)))
+    else:
+        jitted = jit(counted)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
