@@ -777,6 +777,117 @@ def pytest_plugin_row(quick: bool) -> Row:
     )
 
 
+# --- flax.nnx: an in-place training step (propagate_updates=True) --------------------------
+
+
+def _nnx_training(quick: bool) -> tuple[Callable[[], tuple[Any, Any]], Callable[..., Any], Any]:
+    """A depth-5, width-32 MLP with BatchNorm and Dropout, nnx.Optimizer with optax adam, and
+    the canonical in-place step (``optimizer.update(model, grads)``); returns ``(make,
+    step, batch)``."""
+    import optax
+    from flax import nnx
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs: nnx.Rngs) -> None:
+            self.layers = nnx.List(
+                [nnx.Linear(16 if i == 0 else 32, 32, rngs=rngs) for i in range(5)]
+            )
+            self.norms = nnx.List([nnx.BatchNorm(32, rngs=rngs) for _ in range(5)])
+            self.dropout = nnx.Dropout(0.1, rngs=rngs)
+            self.head = nnx.Linear(32, 4, rngs=rngs)
+
+        def __call__(self, x: jax.Array) -> jax.Array:
+            for layer, norm in zip(self.layers, self.norms, strict=True):
+                x = self.dropout(jax.nn.relu(norm(layer(x))))
+            return self.head(x)
+
+    def make() -> tuple[Any, Any]:
+        model = MLP(nnx.Rngs(0, dropout=1))
+        return model, nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+
+    def step(model: Any, optimizer: Any, x: jax.Array, y: jax.Array) -> jax.Array:
+        def loss_fn(model: Any) -> jax.Array:
+            return ((model(x) - y) ** 2).mean()
+
+        loss, grads = nnx.value_and_grad(loss_fn)(model)
+        optimizer.update(model, grads)
+        return loss
+
+    batch = (jnp.ones((8, 16)), jnp.ones((8, 4)))
+    return make, step, batch
+
+
+def nnx_row(quick: bool) -> Row:
+    """A cached in-place nnx training step: tinax with propagate_updates=True against
+    nnx.jit (default graph mode, graph=False), nnx.jit_partial and jax.jit on the state."""
+    count = 20
+    try:
+        from flax import nnx
+    except ImportError:
+        text = "  not measured: flax (pip install -e '.[bench]')"
+        return Row(
+            "nnx training step, in place",
+            "jax.jit",
+            {"jax.jit": lambda: lambda: None},
+            notes=lambda row: [text],
+        )
+    make, step, (x, y) = _nnx_training(quick)
+
+    def looped(call: Callable[[], jax.Array]) -> Setup:
+        return lambda: repeated(call, count)
+
+    split_model, split_optimizer = make()
+    graphdef, state = nnx.split((split_model, split_optimizer))
+
+    @jax.jit
+    def functional(state: Any, x: jax.Array, y: jax.Array) -> tuple[Any, jax.Array]:
+        model, optimizer = nnx.merge(graphdef, state)
+        loss = step(model, optimizer, x, y)
+        return nnx.state((model, optimizer)), loss
+
+    held = [state]
+
+    def split_call() -> jax.Array:
+        held[0], loss = functional(held[0], x, y)
+        return loss
+
+    ours_model, ours_optimizer = make()
+    ours = bounded_jit(step, max_traces=1, propagate_updates=True)
+    graph_model, graph_optimizer = make()
+    graph = nnx.jit(step)
+    tree_model, tree_optimizer = make()
+    tree = nnx.jit(step, graph=False)
+    partial_model, partial_optimizer = make()
+    partial = nnx.jit_partial(step, partial_model, partial_optimizer, graph=False)
+    calls: dict[str, Callable[[], jax.Array]] = {
+        "jax.jit (split)": split_call,
+        "tinax": lambda: ours(ours_model, ours_optimizer, x, y),
+        "nnx.jit": lambda: graph(graph_model, graph_optimizer, x, y),
+        "nnx.jit graph=False": lambda: tree(tree_model, tree_optimizer, x, y),
+        "nnx.jit_partial": lambda: partial(x, y),
+    }
+    for call in calls.values():  # compiled before the clock starts
+        call().block_until_ready()
+    contenders: dict[str, Setup] = {name: looped(call) for name, call in calls.items()}
+
+    def notes(row: Row) -> list[str]:
+        lines: list[str] = []
+        for name, target in (("nnx.jit graph=False", 0.5), ("nnx.jit", 0.25)):
+            median = statistics.median(_ratio(row, "tinax", name))
+            verdict = "met" if median <= target else "MISSED"
+            lines.append(f"  tinax / {name}: {median:.3f} (target <= {target:.2f}: {verdict})")
+        return lines
+
+    return Row(
+        "nnx training step, in place (propagate_updates=True)",
+        "jax.jit (split)",
+        contenders,
+        calls=count,
+        rounds=11,
+        notes=notes,
+    )
+
+
 ROWS: dict[str, Callable[[bool], Row]] = {
     "dispatch": dispatch_row,
     "batched": batched_row,
@@ -794,6 +905,7 @@ ROWS: dict[str, Callable[[bool], Row]] = {
     "bookkeeping-tiny": lambda quick: bookkeeping_row(tiny=True),
     "static-nonarrays": static_nonarrays_row,
     "pytest-plugin": pytest_plugin_row,
+    "nnx": nnx_row,
 }
 
 

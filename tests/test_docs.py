@@ -54,6 +54,9 @@ EXTENSIONS = {
 for _options in EXTENSIONS.values():  # issue 18 (equinox): after the jax.jit options
     _options["static_nonarrays"] = "False"
 
+for _extensions in EXTENSIONS.values():  # issue 18, flax.nnx: last in both signatures
+    _extensions["propagate_updates"] = "None"
+
 # The decorator form (CONTRACT.md, "Decorator factory"): without a function, a factory
 # returns a decorator, as jax.jit(**options) does, so `function` has a default.
 DECORATOR_DEFAULT = "DECORATE"

@@ -88,3 +88,28 @@ def test_porting_page_shows_the_real_output():
     assert "same numbers as jax.jit: True" in out
     assert "donated input deleted: True" in out
     assert "  n: 2 -> 3 (static argument value)" in out
+
+
+def test_models_page_nnx_section_shows_the_real_output():
+    """As for the retraces page, within the page's ``## flax.nnx`` section only (the
+    page has a section per library): each printed section of examples/models_nnx.py is
+    the section's next ``text`` block (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    out = run_example("models_nnx.py")
+    path = ROOT / "docs" / "models.md"
+    page = path.read_text()
+    start = page.index("\n## flax.nnx\n")
+    end = page.find("\n## ", start + 1)
+    end = len(page) if end < 0 else end
+    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
+    blocks = [(a + start, b + start) for a, b in text_blocks(page[start:end])]
+    assert len(sections) == len(blocks) == 5
+    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
+        for (a, b), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
+            page = page[:a] + body.rstrip() + page[b:]
+        path.write_text(page)
+        return
+    for (a, b), (title, _, body) in zip(blocks, sections, strict=True):
+        assert page[a:b] == body.rstrip(), f"section {title!r} is out of date"
+    assert "same weights and statistics as nnx.jit: True" in out
+    assert "  graphdef.temperature: 1.0 -> 2.0 (static argument value" in out
+    assert "  model.bn.use_running_average: False -> True (static field of BatchNorm)" in out

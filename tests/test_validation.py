@@ -36,6 +36,7 @@ from strategies import (
     valid_on_exceed,
     wide_values,
 )
+from tinax._src.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 # --- functions to wrap ---------------------------------------------------------------------
@@ -716,6 +717,7 @@ BOUNDED_FUZZED = {
     "donate_argnames": everything,
     "mesh": step,
     "on_exceed": step,
+    "propagate_updates": step,
     **dict.fromkeys(JIT_OPTIONS, everything),
 }
 BATCHED_FUZZED = (
@@ -729,6 +731,7 @@ BATCHED_FUZZED = (
     "sum_match",
     "static_argnames",
     "donate_argnames",
+    "propagate_updates",
     *JIT_OPTIONS,
 )
 
@@ -988,3 +991,49 @@ class TestStaticNonarrays:
         error = raised_by(make, step, max_traces=1, static_nonarrays=True, **{option: value})
         assert type(error) is ValueError
         assert str(error).startswith(f"{api}: {option} must be left unset when static_nonarrays")
+
+
+class TestPropagateUpdates:
+    @PROPERTY
+    @given(value=wide_values().filter(lambda value: value is not None))
+    def test_raises_type_error_naming_argument_and_value_unless_a_bool_or_none(
+        self, make_either, value
+    ):
+        make, api = make_either
+        if issubclass(type(value), bool | np.bool_):
+            assert make(step, max_traces=1, propagate_updates=value).propagate_updates is bool(
+                value
+            )
+            return
+        error = raised_by(make, step, max_traces=1, propagate_updates=value)
+        assert type(error) is TypeError
+        assert str(error) == (
+            f"{api}: propagate_updates must be True, False or None; got {describe(value)}."
+        )
+
+    @pytest.mark.parametrize("value", [0, 1, "True", "none", (), np.array(True), jnp.array(True)])
+    def test_raises_type_error_when_a_truthy_or_falsy_non_bool(self, make_either, value):
+        make, api = make_either
+        error = raised_by(make, step, max_traces=1, propagate_updates=value)
+        assert_rejected(error, TypeError, api, "propagate_updates", value, "True, False or None")
+
+    @pytest.mark.parametrize(
+        ("value", "kept"),
+        [(None, None), (True, True), (False, False), (np.True_, True), (np.False_, False)],
+    )
+    def test_is_a_plain_bool_or_none_when_valid(self, make_either, value, kept):
+        make, _ = make_either
+        assert make(step, max_traces=1, propagate_updates=value).propagate_updates is kept
+
+    def test_defaults_to_none(self, make_either):
+        make, _ = make_either
+        assert make(step, max_traces=1).propagate_updates is None
+
+    @pytest.mark.parametrize("factory", [bounded_jit, batched_jit], ids=["bounded", "batched"])
+    def test_decorator_form_takes_it_and_validates_at_decoration(self, factory):
+        assert factory(max_traces=1, propagate_updates=True)(step).propagate_updates is True
+        decorate = factory(max_traces=1, propagate_updates=1)
+        with pytest.raises(
+            TypeError, match=r"propagate_updates must be True, False or None; got 1"
+        ):
+            decorate(step)

@@ -10,7 +10,7 @@ import attrs
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, nonarrays, validation
+from tinax._src import common, jit_options, nnx_updates, nonarrays, validation
 
 R = TypeVar("R")
 
@@ -49,6 +49,10 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
         static_nonarrays: Whether every leaf that is not an array is static.
+
+        propagate_updates: What becomes of a `flax.nnx` Variable the function
+            assigns: ``None`` or ``True`` (an error if it would be lost; a
+            per-example value cannot be written back) or ``False`` (dropped).
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -79,6 +83,8 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
+    propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
+
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
         function = validation.check_function(_API, self.function)
@@ -86,6 +92,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         max_traces = validation.check_max_traces(_API, self.max_traces)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
+        propagate = nnx_updates.check_propagate_updates(_API, self.propagate_updates)
         vmap_options = validation.check_vmap_options(
             _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
         )
@@ -107,6 +114,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
             mesh=mesh,
         )
         static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
+        nnx_updates.check_with_nonarrays(_API, propagate, static_nonarrays)
         set_(self, "axis_size", axis_size)
         set_(self, "max_traces", max_traces)
         set_(self, "on_exceed", on_exceed)
@@ -121,6 +129,9 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         statics = options.statics
         if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
             statics = statics._replace(nonarrays=True)
+        set_(self, "propagate_updates", propagate)
+        # Watched per example, under jax.vmap: an assignment there is where it is lost.
+        per_example = nnx_updates.watched(function, propagate, function, signature, batched=True)
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
         in_axes, out_axes = self.in_axes, self.out_axes
 
@@ -133,9 +144,9 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
                 )
             return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
 
-        batched = validation.vmapped(_API, function, in_axes, out_axes, axis_size, vmap_options)
+        batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
         if static_nonarrays or options.statics != jit_options.NO_STATICS:
-            batched = batch(function)
+            batched = batch(per_example)
         kwargs = options.jit_kwargs
         if static_nonarrays:
             kwargs = {**kwargs, "static_argnums": 1}
@@ -221,6 +232,7 @@ def batched_jit(
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
+    propagate_updates: bool | None = None,
 ) -> BatchedJit[R]: ...
 
 
@@ -248,6 +260,7 @@ def batched_jit(
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
+    propagate_updates: bool | None = None,
 ) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
 
 
@@ -275,6 +288,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
+    propagate_updates: bool | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -341,6 +355,15 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
             behaviour, and a cached call is the `jax.jit` object itself.
 
+        propagate_updates: For `flax.nnx` objects among the arguments, what
+            becomes of a ``Variable`` the function assigns, which `jax.vmap` and
+            `jax.jit` drop silently. `None` (the default) and `True`: a trace
+            that assigns a Variable whose new value is not returned raises
+            `ValueError`, naming each path (each example would assign its own
+            value, which cannot be written back into one object: return the
+            objects, with `out_axes` for them). `False`: dropped, as `jax.jit`
+            does.
+
     Returns:
         The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
             decorator that builds it (``@batched_jit(in_axes=(None, 0), max_traces=1)``).
@@ -354,12 +377,14 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `AbstractMesh`; `jax.vmap` rejects `in_axes`/`out_axes` (its own
             error, passed through); `on_exceed` is neither a str nor `None`; an axis
             name is not hashable; `sum_match` is not a bool; any `jax.jit` option
-            is malformed, or `static_nonarrays` is not a bool, as for `bounded_jit`.
+            is malformed, or `static_nonarrays` is not a bool, as for `bounded_jit`;
+            `propagate_updates` is not `True`, `False` or `None`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
             names an axis `mesh` lacks; a `jax.jit` option is invalid, or given
-            with `static_nonarrays`, as for `bounded_jit`.
+            with `static_nonarrays`, as for `bounded_jit`; `propagate_updates` is
+            `True` with `static_nonarrays`.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -390,6 +415,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "inline": inline,
         "compiler_options": compiler_options,
         "static_nonarrays": static_nonarrays,
+        "propagate_updates": propagate_updates,
     }
     if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BatchedJit, **options))

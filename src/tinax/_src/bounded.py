@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, nonarrays, validation
+from tinax._src import common, jit_options, nnx_updates, nonarrays, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -43,6 +43,10 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         inline: As given to `jax.jit`.
         compiler_options: As given to `jax.jit`.
         static_nonarrays: Whether every leaf that is not an array is static.
+
+        propagate_updates: What becomes of a `flax.nnx` Variable the function
+            assigns: ``None`` (an error if it would be lost), ``True`` (written
+            back) or ``False`` (dropped).
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -67,6 +71,8 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
+    propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
+
     def __attrs_post_init__(self) -> None:
         set_ = object.__setattr__
         function = validation.check_function(_API, self.function)
@@ -74,6 +80,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         signature = validation.LazySignature(function)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
+        propagate = nnx_updates.check_propagate_updates(_API, self.propagate_updates)
         options = jit_options.parse(
             _API,
             signature,
@@ -91,6 +98,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             mesh=mesh,
         )
         static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
+        nnx_updates.check_with_nonarrays(_API, propagate, static_nonarrays)
         set_(self, "max_traces", max_traces)
         set_(self, "static_argnames", options.static_argnames)
         set_(self, "donate_argnames", options.donate_argnames)
@@ -103,6 +111,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
             statics = statics._replace(nonarrays=True)
         set_(self, "on_exceed", on_exceed)
+        set_(self, "propagate_updates", propagate)
         kwargs = options.jit_kwargs
         if static_nonarrays:
             kwargs = {**kwargs, "static_argnums": 1}
@@ -110,7 +119,19 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         def jit(counted: Callable[..., Any]) -> Any:
             return jit_options.jit(_API, counted, kwargs)
 
-        common.build(self, function, function, max_traces, signature, statics, mesh, jit)
+        donating = bool(options.donate_argnums or options.donate_argnames)
+        common.build(
+            self,
+            function,
+            function,
+            max_traces,
+            signature,
+            statics,
+            mesh,
+            jit,
+            propagate_updates=propagate,
+            donating=donating,
+        )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -137,6 +158,7 @@ def bounded_jit(
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
+    propagate_updates: bool | None = None,
 ) -> BoundedJit[P, R]: ...
 
 
@@ -158,6 +180,7 @@ def bounded_jit(
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
+    propagate_updates: bool | None = None,
 ) -> Callable[[Callable[P, R]], BoundedJit[P, R]]: ...
 
 
@@ -179,6 +202,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     inline: bool = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
+    propagate_updates: bool | None = None,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -245,6 +269,19 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
             behaviour, and a cached call is the `jax.jit` object itself.
 
+        propagate_updates: For `flax.nnx` objects (Modules, Optimizers, Rngs)
+            among the arguments, what becomes of a ``Variable`` the function
+            assigns (``optimizer.update``, BatchNorm statistics, Dropout's RNG
+            counter), which `jax.jit` drops silently. `None` (the default): a
+            trace that assigns a Variable whose new value is not returned raises
+            `ValueError`, naming each path, before anything is cached; a
+            function that returns the objects is untouched, and a cached call
+            costs nothing more. `True`: the new values are written back into the
+            caller's objects after every call, as ``nnx.jit`` does (only nnx
+            objects passed as arguments of their own; a change of their
+            structure inside the function is an error). `False`: dropped, as
+            `jax.jit` does.
+
     Returns:
         The trace-budgeted, JIT-compiled callable. Without `function`, a decorator
             that builds it (``@bounded_jit(max_traces=1, static_argnames="n")``).
@@ -261,8 +298,9 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `keep_unused`/`inline` is not a bool; `device` is not a `jax.Device`;
             `backend` is not a str; `compiler_options` is not a dict of str;
             `jax.jit` rejects a sharding (its own error); `static_nonarrays` is not
-            a bool. On a call with `static_nonarrays`, a leaf that is not an array
-            is not hashable (the error names its path).
+            a bool; `propagate_updates` is not `True`, `False` or `None`. On a call
+            with `static_nonarrays`, a leaf that is not an array is not hashable
+            (the error names its path).
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
             `mesh` is empty. Also: an argname is not a keyword parameter of
@@ -275,7 +313,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `in_shardings` tuple does not have one entry per positional argument
             that is not static; `device` or `backend` is given with `mesh`;
             `backend` names no platform JAX can run on here; `static_nonarrays` is
-            given with an argnums or argnames option, or with `in_shardings`.
+            given with an argnums or argnames option, with `in_shardings`, or with
+            ``propagate_updates=True``.
 
     Examples:
         >>> import jax.numpy as jnp
@@ -307,6 +346,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         "inline": inline,
         "compiler_options": compiler_options,
         "static_nonarrays": static_nonarrays,
+        "propagate_updates": propagate_updates,
     }
     if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BoundedJit, **options))

@@ -18,6 +18,7 @@ from tinax._src import (
     compiles,
     jit_options,
     meshes,
+    nnx_updates,
     nonarrays,
     observe,
     private,
@@ -65,7 +66,10 @@ def build(
     statics: jit_options.Statics,
     mesh: Mesh | None,
     jit: Callable[[Callable[..., Any]], Any],
+    *,
     around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+    propagate_updates: bool | None = False,
+    donating: bool = False,
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
@@ -75,11 +79,13 @@ def build(
     stand-in goes through it to find the error a call would raise (`rejections`).
     With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit`` must mark
     argument 1 static: the call is split into array leaves and a static key
-    (`nonarrays`).
+    (`nonarrays`). ``propagate_updates`` as the classes take it (`nnx_updates`; a
+    `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     setattr_ = object.__setattr__
     ledger = budget.Ledger()
     api = type(owner).__name__
+    traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
     if statics.nonarrays:
         traced = nonarrays.returning_marked(traced)
     probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
@@ -88,7 +94,10 @@ def build(
     )
     if statics.nonarrays:
         counted = nonarrays.joined(counted, *budget.jax_names(function))
-    jitted = jit(counted)
+    compiled = nnx_updates.rebinding(counted) if propagate_updates else counted
+    jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
+    if propagate_updates:
+        jitted = nnx_updates.Propagating(jitted)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
@@ -98,7 +107,7 @@ def build(
     setattr_(owner, "_jitted", jitted)
     setattr_(owner, "_call", call)
     setattr_(owner, "_probe", probe)
-    setattr_(owner, "_compiles", compiles.register(counted, ledger, owner))
+    setattr_(owner, "_compiles", compiles.register(compiled, ledger, owner))
     _present(owner, function)
     observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 

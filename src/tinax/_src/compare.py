@@ -23,7 +23,7 @@ from typing import Any, cast
 import attrs
 import jax
 
-from tinax._src import edge_hints
+from tinax._src import edge_hints, nnx_graphdef
 from tinax._src.record import (
     Argument,
     Leaf,
@@ -323,7 +323,9 @@ def static_differences(
             detail = f"{detail}, type: {_type_name(old)} -> {_type_name(new)}"
         return [Difference(path, before, after, (kind,), detail)]
     found: list[Difference] = []
-    if depth < _MAX_DEPTH:
+    if depth < _MAX_DEPTH and nnx_graphdef.is_graphdef(old):  # by attribute path, not index
+        found = _graphdef_differences(path, old, new, detail=detail, kind=kind)
+    if depth < _MAX_DEPTH and not found:
         found = list(_part_differences(path, old, new, detail=detail, kind=kind, depth=depth))
     if found:
         return found
@@ -339,6 +341,26 @@ def static_differences(
             )
         ]
     return [Difference(path, before, after, (kind,), detail)]
+
+
+def _graphdef_differences(
+    path: str, old: Any, new: Any, *, detail: str, kind: str
+) -> list[Difference]:
+    """Two `flax.nnx` GraphDefs compared as the Modules they describe (`nnx_graphdef`)."""
+    found = nnx_graphdef.differences(old, new)
+    if not found:
+        return []
+    where = f"{detail}: an nnx GraphDef, compared attribute by attribute"
+    return [
+        Difference(
+            path + part,
+            ABSENT if before is nnx_graphdef.ABSENT else value_text(before),
+            ABSENT if after is nnx_graphdef.ABSENT else value_text(after),
+            (kind,),
+            where,
+        )
+        for part, before, after in found
+    ]
 
 
 def _part_differences(
