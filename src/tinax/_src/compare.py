@@ -539,6 +539,11 @@ def _aux_differences(
                     Difference(path + name, ABSENT, value_text(value), ("static field",), detail)
                 )
         return found  # empty: only the children's names changed, found by the walk
+    found = static_differences(
+        path, old_aux, new_aux, detail=detail, kind="static field", strict=False, depth=1
+    )
+    if found and not any(difference.path[len(path) :].startswith("[") for difference in found):
+        return found  # located by name (a field, an attribute): reads as what it is
     # Parts without names: the whole auxiliary data, on a path that cannot read as a child.
     where = f"{path} (aux data of {getattr(kind, '__name__', 'node')})"
     return [
