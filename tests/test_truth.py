@@ -382,3 +382,21 @@ def test_a_deleted_array_with_a_new_shape_raises_jax_s_runtime_error(budget):
     gone.delete()
     with pytest.raises(RuntimeError, match=r"^Array has been deleted with shape=float32\[5\]\."):
         step(gone)
+
+
+def test_compiles_are_counted_for_an_object_that_propagates_nnx_updates():
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Counter(nnx.Module):
+        def __init__(self):
+            self.count = nnx.Variable(jnp.zeros(()))
+
+    def step(model, x):
+        model.count[...] = model.count[...] + 1
+        return x * 2
+
+    counted = bounded_jit(step, max_traces=1, propagate_updates=True)
+    model = Counter()
+    counted(model, jnp.ones(3))
+    counted(model, jnp.ones(3))
+    assert (counted.traces_used, counted.compiles_used) == (1, 1)
