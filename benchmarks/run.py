@@ -34,7 +34,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from tinax._src import budget, observe, private, record
+from tinax._src import budget, private, record
+from tinax._src.observe import compile_times, rebuilt, sites, trace_reports
 from tinax._src.jit_options import Statics
 from tinax.jit import batched_jit, bounded_jit
 
@@ -172,20 +173,20 @@ def _bookkeeping(on: bool) -> None:
     """
     if not _ORIGINALS:
         _ORIGINALS.update(
-            call_site=observe.call_site,
-            check_rebuilt=observe.check_rebuilt,
-            committed=observe.committed,
+            call_site=sites.call_site,
+            check_rebuilt=rebuilt.check_rebuilt,
+            committed=trace_reports.committed,
             staged_out=private.staged_out,
             time=budget.time,
             on=True,
         )
-    observe.call_site = _ORIGINALS["call_site"] if on else lambda: (None, False)
-    observe.check_rebuilt = _ORIGINALS["check_rebuilt"] if on else lambda *args: None
-    observe.committed = _ORIGINALS["committed"] if on else lambda *args: None
+    sites.call_site = _ORIGINALS["call_site"] if on else lambda: (None, False)
+    rebuilt.check_rebuilt = _ORIGINALS["check_rebuilt"] if on else lambda *args: None
+    trace_reports.committed = _ORIGINALS["committed"] if on else lambda *args: None
     private.staged_out = _ORIGINALS["staged_out"] if on else lambda: False
     budget.time = _ORIGINALS["time"] if on else _NO_CLOCK
     if _ORIGINALS["on"] != on:
-        listener = observe._on_duration  # pyright: ignore[reportPrivateUsage]
+        listener = compile_times._on_duration  # pyright: ignore[reportPrivateUsage]
         if on:
             jax.monitoring.register_event_duration_secs_listener(listener)
         else:

@@ -61,7 +61,7 @@ def _messages_fit_in_200_characters(monkeypatch):
     monkeypatch.setattr(report.Explanation, "__str__", lambda self: checked(explanation_str(self)))
     monkeypatch.setattr(report, "history_table", lambda history: checked(table(history)))
 
-    from tinax._src import registry_table  # budgets(): every row of the registry too
+    from tinax._src.observe import registry_table  # budgets(): every row of the registry too
 
     registry = registry_table.table
     monkeypatch.setattr(registry_table, "table", lambda *args: checked(registry(*args)))

@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinax._src import observe
+from tinax._src.observe import compile_times, log, policy, rebuilt, registry, trace_reports
 from tinax.jit import (
     BatchedJit,
     BoundedJit,
@@ -65,7 +65,7 @@ def double(x):
 def _forget_places():
     """Rebuilt wrappers are warned about once per place and process, and the tests of one
     parametrized line build one wrapper each: each test starts from unseen places."""
-    observe._sites.clear()
+    rebuilt._sites.clear()
 
 
 @pytest.fixture
@@ -146,9 +146,9 @@ class TestLogging:
         def must_not_run(*args, **kwargs):
             raise AssertionError("formatted a record nobody logs")
 
-        monkeypatch.setattr(observe.compare, "closest", must_not_run)
-        monkeypatch.setattr(observe.report, "explanation_lines", must_not_run)
-        monkeypatch.setattr(observe.report, "function_location", must_not_run)
+        monkeypatch.setattr(trace_reports.compare, "closest", must_not_run)
+        monkeypatch.setattr(trace_reports.report, "explanation_lines", must_not_run)
+        monkeypatch.setattr(trace_reports.report, "function_location", must_not_run)
         step = make_bounded(double, max_traces=2)
         step(jnp.ones(3))
         step(jnp.ones(4))  # a retrace: INFO, off
@@ -169,7 +169,7 @@ class TestLogging:
         result = run_python(script)
         assert result.stdout == "refused\n"
         assert result.stderr == ""
-        assert logging.NullHandler in {type(handler) for handler in observe.logger.handlers}
+        assert logging.NullHandler in {type(handler) for handler in log.logger.handlers}
 
 
 # --- the overrun policy --------------------------------------------------------------------
@@ -393,15 +393,15 @@ class TestPolicyFromEnvironment:
     @given(value=st.one_of(st.text(max_size=10), st.sampled_from(["warn", " Raise", "LOG\n"])))
     def test_environment_value_is_a_policy_or_a_value_error(self, value):
         try:
-            policy = observe.policy_from_environment(value)
+            found = policy.policy_from_environment(value)
         except ValueError as error:
             assert "TINAX_ON_EXCEED" in str(error)
             assert value.strip().lower() not in ("raise", "warn", "log")
         else:
-            assert policy == (value.strip().lower() or None)
+            assert found == (value.strip().lower() or None)
 
     def test_unset_environment_is_no_policy(self):
-        assert observe.policy_from_environment(None) is None
+        assert policy.policy_from_environment(None) is None
 
 
 # --- per-trace facts -----------------------------------------------------------------------
@@ -668,7 +668,7 @@ class TestRegistry:
         for _ in range(1000):
             bounded_jit(double, max_traces=1)
         gc.collect()
-        assert len(observe._registry) <= 2 * len(budgets()) + 64
+        assert len(registry._registry) <= 2 * len(budgets()) + 64
 
     def test_dropped_object_is_freed_at_once_without_the_garbage_collector(self, make_bounded):
         def scale(x):
@@ -681,7 +681,7 @@ class TestRegistry:
         try:
             del scale, step
             assert [ref() is None for ref in alive] == [True, True, False]  # ledger: see below
-            observe._local.pending = None  # the last trace of this thread awaits its compile
+            compile_times._local.pending = None  # the last trace of this thread awaits its compile
             assert alive[2]() is None
         finally:
             gc.enable()
@@ -700,7 +700,7 @@ class TestRegistry:
         step = bounded_jit(double, max_traces=1, on_exceed="log")
         step(jnp.ones(3))
         step(jnp.ones(4))
-        table = str(observe.Budgets([step]))
+        table = str(registry.Budgets([step]))
         header, row = table.splitlines()
         assert (
             header.split()
@@ -713,11 +713,11 @@ class TestRegistry:
         assert row.endswith("#2: x: f32[3] -> f32[4] (shape)")
 
     def test_prints_dashes_for_an_object_that_never_traced(self):
-        row = str(observe.Budgets([bounded_jit(double, max_traces=3)])).splitlines()[1]
+        row = str(registry.Budgets([bounded_jit(double, max_traces=3)])).splitlines()[1]
         assert "0/3" in row and row.split()[-3:] == ["-", "-", "-"]
 
     def test_prints_a_line_when_there_are_no_objects(self):
-        assert str(observe.Budgets([])) == "no live budgeted objects"
+        assert str(registry.Budgets([])) == "no live budgeted objects"
 
     def test_stays_consistent_when_eight_threads_build_call_and_drop_objects(self):
         kept = {}
@@ -825,9 +825,9 @@ class TestRebuiltWrapper:
 
     def test_test_run_is_none_outside_tests_and_names_the_test_inside(self, monkeypatch):
         monkeypatch.delenv("PYTEST_CURRENT_TEST")
-        assert observe.current_test_run() == (None, None)
+        assert rebuilt.current_test_run() == (None, None)
         monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_x.py::test_a (call)")
-        assert observe.current_test_run() == ("tests/test_x.py::test_a (call)", None)
+        assert rebuilt.current_test_run() == ("tests/test_x.py::test_a (call)", None)
 
     def test_is_silent_for_distinct_functions_built_at_one_place(self):
         functions = [lambda x, k=k: x * k for k in range(6)]

@@ -356,12 +356,12 @@ class TestBudgetsReport:
         )
 
     def test_collection_stops_with_the_session(self, project):
-        from tinax._src import observe
+        from tinax._src.observe import watchers
 
         project.makepyfile(test_budgets=BUDGETS)
         run(project, "-p", PLUGIN, "--tinax-budgets")
-        assert observe._watch_built is None
-        assert observe._watch_traced is None
+        assert watchers.built_hook is None
+        assert watchers.traced_hook is None
 
 
 def test_top_parses_whole_numbers_only():

@@ -10,7 +10,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tinax._src.observe import Budgets
+from tinax._src.observe.registry import Budgets
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit, budgets
 
 

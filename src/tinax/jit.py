@@ -7,9 +7,9 @@ from tinax._src.bounded import bounded_jit as bounded_jit
 from tinax._src.compare import Difference as Difference
 from tinax._src.errors import TraceBudgetError as TraceBudgetError
 from tinax._src.errors import TraceBudgetWarning as TraceBudgetWarning
-from tinax._src.observe import Budgets as Budgets
-from tinax._src.observe import budgets as budgets
-from tinax._src.observe import exceed_policy as exceed_policy
+from tinax._src.observe.policy import exceed_policy as exceed_policy
+from tinax._src.observe.registry import Budgets as Budgets
+from tinax._src.observe.registry import budgets as budgets
 from tinax._src.record import Leaf as Leaf
 from tinax._src.record import TracedSignature as TracedSignature
 from tinax._src.report import Explanation as Explanation

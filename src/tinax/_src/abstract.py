@@ -1,4 +1,6 @@
-"""A recorded trace's arguments back as abstract values, and the arguments of ``precompile``.
+"""Abstract values back as arguments: `jax.ShapeDtypeStruct`s (with a concrete sharding
+where a mesh is known) and tokens. `record` uses them to give a recorded trace's
+arguments back, and ``precompile`` to place abstract arguments on a mesh.
 
 A `TracedSignature` keeps, per array leaf, the abstract value JAX traced with
 (``jax.typeof``). Turned back into `jax.ShapeDtypeStruct`s, in the recorded tree
@@ -23,16 +25,11 @@ with their sharding.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import jax
 from jax.core import ShapedArray
 from jax.sharding import AbstractMesh, Mesh, NamedSharding
-
-from tinax._src.record import Argument, TracedSignature, is_abstract, mesh_text, unrecorded
-
-_UNRECORDED = unrecorded(Exception()).arguments
 
 
 @functools.cache
@@ -95,67 +92,7 @@ def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
     )
 
 
-def _argument_value(
-    argument: Argument, mesh: Mesh | None, static: Callable[[Any], Any] | None
-) -> Any:
-    if argument.static:
-        value = argument.values[0]
-        return value if static is None else static(value)
-    leaves = [
-        shape_dtype_struct(value, mesh) if is_abstract(value) else value
-        for value in argument.values
-    ]
-    return argument.treedef.unflatten(leaves)
-
-
-def abstract_arguments(
-    signature: TracedSignature,
-    mesh: Mesh | None = None,
-    *,
-    static: Callable[[Any], Any] | None = None,
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """``(args, kwargs)`` that JAX keys exactly as the traced call of ``signature``.
-
-    Each array leaf becomes a `jax.ShapeDtypeStruct` (shape, dtype, weak type,
-    and sharding where the abstract value has one; see the module docstring for
-    meshes), an abstract token a fresh token; other leaves, and static
-    arguments, are the values traced. Arguments passed by keyword go into
-    ``kwargs``, the others into ``args`` in call order, a ``*args`` tuple
-    splatted back into ``args``.
-
-    Args:
-        signature: A recorded trace.
-        mesh: A concrete mesh to place abstract shardings on, tried before the
-            ambient one.
-        static: Applied to each static argument's value (``tinax.testing`` marks
-            them so that they are not flattened).
-
-    Returns:
-        ``(args, kwargs)``.
-
-    Raises:
-        ValueError: The trace was not recorded (a leaf could not be read), or a
-            leaf's abstract value is neither an array nor a token.
-    """
-    if signature.arguments == _UNRECORDED:
-        raise ValueError(
-            f"trace #{signature.number} could not be recorded (an argument leaf could not "
-            "be read), so its arguments cannot be given back."
-        )
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    for argument in signature.recorded:
-        value = _argument_value(argument, mesh, static)
-        if argument.star:
-            args.extend(value)
-        elif argument.keyword:
-            kwargs[argument.name] = value
-        else:
-            args.append(value)
-    return tuple(args), kwargs
-
-
-def _concrete_leaves(tree: Any, mesh: Mesh | None) -> Any:
+def concrete_leaves(tree: Any, mesh: Mesh | None) -> Any:
     """``tree`` with each `jax.ShapeDtypeStruct`'s abstract sharding made concrete."""
 
     def leaf(value: Any) -> Any:
@@ -173,35 +110,3 @@ def _concrete_leaves(tree: Any, mesh: Mesh | None) -> Any:
         return isinstance(value, jax.ShapeDtypeStruct)
 
     return jax.tree.map(leaf, tree, is_leaf=is_leaf)
-
-
-def precompile_arguments(
-    owner: str,
-    mesh: Mesh | None,
-    args: tuple[Any, ...],
-    kwargs: Mapping[str, Any],
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """What ``precompile(*args, **kwargs)`` lowers: a `TracedSignature` given alone
-    becomes its abstract arguments; abstract shardings are placed on ``mesh`` (the
-    object's) or the ambient mesh.
-
-    Raises:
-        ValueError: A `TracedSignature` traced under another ambient mesh than the
-            one ``precompile`` runs under (the object's mesh, else the ambient one).
-    """
-    if len(args) == 1 and not kwargs and isinstance(args[0], TracedSignature):
-        signature = args[0]
-        here: AbstractMesh = (
-            mesh.abstract_mesh if mesh is not None else jax.sharding.get_abstract_mesh()
-        )
-        if signature.abstract_mesh != here:
-            raise ValueError(
-                f"{owner}.precompile: trace #{signature.number} ran under the ambient mesh "
-                f"{mesh_text(signature.abstract_mesh)}, but precompile runs under "
-                f"{mesh_text(here)}; call it inside `with jax.set_mesh(mesh):` for that mesh "
-                "(or bind the object to it with mesh=)."
-            )
-        return abstract_arguments(signature, mesh)
-    concrete_args: tuple[Any, ...] = _concrete_leaves(args, mesh)
-    concrete_kwargs: dict[str, Any] = _concrete_leaves(dict(kwargs), mesh)
-    return concrete_args, concrete_kwargs

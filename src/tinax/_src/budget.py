@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 import time
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from tinax._src import job_failure, observe, private, trace_agreement
+from tinax._src import job_failure, private, trace_agreement
 from tinax._src.jit_options import Statics
+from tinax._src.ledger import Ledger
+from tinax._src.observe import rebuilt, sites, trace_reports
+from tinax._src.observe.policy import resolve
 from tinax._src.record import TracedSignature, record, unrecorded
 from tinax._src.rejections import check_in_trace
 from tinax._src.validation import LazySignature
@@ -25,66 +27,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # --- the count -----------------------------------------------------------------------------
-
-
-class Ledger:
-    """The mutable part of a budgeted object: count, in-flight traces, history.
-
-    A trace reserves its slot before the body runs and commits it after the
-    body returns, all under one lock, so concurrent traces from several threads
-    never exceed the budget, and a trace whose body raises gives its slot back.
-    Set once when the object is registered (`observe.register`): where it was
-    built, its overrun policy, its other options, and a weak reference to it.
-    """
-
-    __slots__ = (
-        "__weakref__",
-        "birth",
-        "cleared",
-        "first_traced",
-        "history",
-        "in_flight",
-        "lock",
-        "on_exceed",
-        "owner",
-        "used",
-    )
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.used = 0
-        self.in_flight = 0
-        self.history: list[TracedSignature] = []
-        self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
-        self.birth: tuple[Any, ...] | None = None  # where and how it was built
-        self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
-        self.on_exceed: str | None = None
-        self.owner: Callable[[], Any] | None = None
-
-    def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
-        """``(history, traces used, number the next trace would have, traces cleared
-        from JAX's cache)``, read at once."""
-        with self.lock:
-            attempt = self.used + self.in_flight + 1
-            return tuple(self.history), self.used, attempt, self.cleared
-
-    def clear(self) -> None:
-        """Notes that JAX's cache of this object was emptied: no trace so far can be
-        reused, and ``explain`` must say so."""
-        with self.lock:
-            self.cleared = self.used
-
-    def add_compile_seconds(self, entry: TracedSignature, seconds: float) -> TracedSignature | None:
-        """Adds compile time to ``entry`` of the history (replaced: signatures are
-        frozen); returns the new entry, or ``None`` if ``entry`` is no longer there."""
-        with self.lock:
-            history = self.history
-            for index in range(len(history) - 1, -1, -1):
-                if history[index] is entry:
-                    total = (entry.compile_seconds or 0.0) + seconds
-                    history[index] = entry.numbered(entry.number, compile_seconds=total)
-                    return history[index]
-        return None
 
 
 def counted(
@@ -111,16 +53,16 @@ def counted(
         if not private.tracing_to_jaxpr():  # eager: disable_jit, or debug_nans re-running
             return function(*args, **kwargs)  # run eagerly: not a trace
         call = _record_or_placeholder(signature.get(), statics, args, kwargs)
-        site = observe.call_site()
+        site = sites.call_site()
         if not ledger.first_traced:  # is this object one of many rebuilt alike?
-            observe.check_rebuilt(ledger, reported, call)
+            rebuilt.check_rebuilt(ledger, reported, call)
         with ledger.lock:
             used = ledger.used
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
             policy = None
             if over and private.chex_asserts_enabled():
-                policy = observe.resolve(ledger.on_exceed)
+                policy = resolve(ledger.on_exceed)
             if policy != "raise":
                 ledger.in_flight += 1
             history = tuple(ledger.history)
@@ -129,11 +71,13 @@ def counted(
             if policy == "raise":
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)  # the call's own error first
-                raise observe.refused(reported, max_traces, used, attempt, history, attempted)
+                raise trace_reports.refused(reported, max_traces, used, attempt, history, attempted)
             try:
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)
-                observe.overrun(reported, max_traces, used, attempt, history, attempted, policy)
+                trace_reports.overrun(
+                    reported, max_traces, used, attempt, history, attempted, policy
+                )
             except BaseException:  # the warning, raised as an error by a warnings filter
                 with ledger.lock:
                     ledger.in_flight -= 1
@@ -157,7 +101,9 @@ def counted(
             entry = call.numbered(ledger.used, call_site=site, trace_seconds=seconds)
             ledger.history.append(entry)
         nested = private.staged_out()  # inlined into an outer trace: never compiled alone
-        observe.committed(ledger, reported, jax_name, max_traces, entry, history, nested, over)
+        trace_reports.committed(
+            ledger, reported, jax_name, max_traces, entry, history, nested, over
+        )
         return out
 
     _present_as(traced, reported, signature)

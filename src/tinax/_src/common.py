@@ -13,20 +13,20 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src import (
-    abstract,
     budget,
     compiles,
     jit_options,
     meshes,
     nnx_updates,
     nonarrays,
-    observe,
     private,
     record,
     rejections,
     report,
     validation,
 )
+from tinax._src.ledger import Ledger
+from tinax._src.observe import registry
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,7 +83,7 @@ def build(
     `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     setattr_ = object.__setattr__
-    ledger = budget.Ledger()
+    ledger = Ledger()
     api = type(owner).__name__
     traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
     if statics.nonarrays:
@@ -109,7 +109,7 @@ def build(
     setattr_(owner, "_probe", probe)
     setattr_(owner, "_compiles", compiles.register(compiled, ledger, owner))
     _present(owner, function)
-    observe.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
+    registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
 
 class _Probe:
@@ -268,7 +268,7 @@ def _compiled(jitted: Any, *args: Any, **kwargs: Any) -> Any:
 class BudgetedMixin:
     """Introspection and forwarding shared by the two classes (no fields)."""
 
-    _ledger: budget.Ledger
+    _ledger: Ledger
     _signature: validation.LazySignature
     _static: jit_options.Statics
     _jitted: Any
@@ -441,7 +441,7 @@ class BudgetedMixin:
             ValueError: A `TracedSignature` recorded under another ambient mesh than
                 the one ``precompile`` runs under, or one that was not recorded.
         """
-        args, kwargs = abstract.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
+        args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
         with compiles.compiling(self._compiles):

@@ -36,12 +36,11 @@ import numpy as np
 from jax.sharding import NamedSharding
 
 from tinax._src import report
+from tinax._src.observe.log import logger
 
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _MAX_FRAMES = 64  # how far up from the compile the jax.jit call is looked for
 UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's sharding to
-
-logger = logging.getLogger("tinax")
 
 
 class Book:

@@ -28,40 +28,12 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import jax
-import numpy as np
-from jax.core import Tracer
 
 from tinax._src import private
-
-_ARRAY_TYPES: tuple[type, ...] = (
-    np.ndarray,
-    np.generic,
-    jax.Array,
-    Tracer,  # a jax.Array by isinstance, not by issubclass
-    jax.ShapeDtypeStruct,  # stands for an array (lower, eval_shape, precompile)
-    *private.literal_array_types(),
-)
-_KNOWN: dict[type, bool] = {}
-_KNOWN_LIMIT = 4096
+from tinax._src.arrays import KNOWN, array_type, is_array
 
 _tree_util: Any = jax.tree_util
 flatten: Any = _tree_util.tree_flatten
-
-
-def _array_type(kind: type) -> bool:
-    known = _KNOWN.get(kind)
-    if known is None:
-        if len(_KNOWN) > _KNOWN_LIMIT:
-            _KNOWN.clear()
-        known = _KNOWN[kind] = issubclass(kind, _ARRAY_TYPES)
-    return known
-
-
-def is_array(leaf: object) -> bool:
-    """Whether ``leaf`` is traced under ``static_nonarrays=True``: a JAX or NumPy array
-    (``eqx.is_array``'s rule; NumPy scalars count, Python numbers do not), or a
-    `jax.ShapeDtypeStruct` standing for one."""
-    return _array_type(type(leaf))
 
 
 class StaticLeaf:
@@ -116,7 +88,7 @@ Key = tuple[Any, tuple[Any, ...], tuple[type, ...]]
 def split(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Any], Key]:
     """``(array leaves, static key)`` of a call; see the module docstring."""
     leaves, treedef = flatten((args, kwargs))
-    known = _KNOWN
+    known = KNOWN
     dynamic: list[Any] = []
     statics: list[Any] = []
     types: list[type] = []
@@ -124,7 +96,7 @@ def split(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Any], 
         kind: type = type(cast(object, leaf))
         array = known.get(kind)
         if array is None:
-            array = _array_type(kind)
+            array = array_type(kind)
         if array:
             dynamic.append(leaf)
             statics.append(None)  # None is never a leaf: it marks an array's place

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 import jax
 from jax.core import AbstractValue, Tracer
-from jax.sharding import AbstractMesh
+from jax.sharding import AbstractMesh, Mesh
 
-from tinax._src import private
+from tinax._src import abstract, private
+from tinax._src.arrays import is_array
 from tinax._src.jit_options import Statics
-from tinax._src.nonarrays import is_array
 
 _LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())
@@ -137,8 +137,6 @@ class TracedSignature:
         per array leaf, static arguments as the values traced, tree structure as
         recorded. Passing them to ``lower``, ``eval_shape`` or ``explain`` hits this trace.
         """
-        from tinax._src.abstract import abstract_arguments
-
         return abstract_arguments(self)
 
     def numbered(self, number: int, **facts: Any) -> TracedSignature:
@@ -348,3 +346,98 @@ def unrecorded(error: Exception) -> TracedSignature:
     """Stands in for a signature that could not be recorded (an exotic leaf)."""
     argument = Argument("(unrecorded)", False, True, None, ((),), (type(error).__name__,))
     return TracedSignature(0, (argument,), _NO_MESH, ())
+
+
+# --- a recorded trace given back: its arguments, abstract ---------------------------------
+
+
+def _argument_value(
+    argument: Argument, mesh: Mesh | None, static: Callable[[Any], Any] | None
+) -> Any:
+    if argument.static:
+        value = argument.values[0]
+        return value if static is None else static(value)
+    leaves = [
+        abstract.shape_dtype_struct(value, mesh) if is_abstract(value) else value
+        for value in argument.values
+    ]
+    return argument.treedef.unflatten(leaves)
+
+
+def abstract_arguments(
+    signature: TracedSignature,
+    mesh: Mesh | None = None,
+    *,
+    static: Callable[[Any], Any] | None = None,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``(args, kwargs)`` that JAX keys exactly as the traced call of ``signature``.
+
+    Each array leaf becomes a `jax.ShapeDtypeStruct` (shape, dtype, weak type,
+    and sharding where the abstract value has one; see the module docstring for
+    meshes), an abstract token a fresh token; other leaves, and static
+    arguments, are the values traced. Arguments passed by keyword go into
+    ``kwargs``, the others into ``args`` in call order, a ``*args`` tuple
+    splatted back into ``args``.
+
+    Args:
+        signature: A recorded trace.
+        mesh: A concrete mesh to place abstract shardings on, tried before the
+            ambient one.
+        static: Applied to each static argument's value (``tinax.testing`` marks
+            them so that they are not flattened).
+
+    Returns:
+        ``(args, kwargs)``.
+
+    Raises:
+        ValueError: The trace was not recorded (a leaf could not be read), or a
+            leaf's abstract value is neither an array nor a token.
+    """
+    if signature.arguments == unrecorded(Exception()).arguments:
+        raise ValueError(
+            f"trace #{signature.number} could not be recorded (an argument leaf could not "
+            "be read), so its arguments cannot be given back."
+        )
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for argument in signature.recorded:
+        value = _argument_value(argument, mesh, static)
+        if argument.star:
+            args.extend(value)
+        elif argument.keyword:
+            kwargs[argument.name] = value
+        else:
+            args.append(value)
+    return tuple(args), kwargs
+
+
+def precompile_arguments(
+    owner: str,
+    mesh: Mesh | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """What ``precompile(*args, **kwargs)`` lowers: a `TracedSignature` given alone
+    becomes its abstract arguments; abstract shardings are placed on ``mesh`` (the
+    object's) or the ambient mesh.
+
+    Raises:
+        ValueError: A `TracedSignature` traced under another ambient mesh than the
+            one ``precompile`` runs under (the object's mesh, else the ambient one).
+    """
+    if len(args) == 1 and not kwargs and isinstance(args[0], TracedSignature):
+        signature = args[0]
+        here: AbstractMesh = (
+            mesh.abstract_mesh if mesh is not None else jax.sharding.get_abstract_mesh()
+        )
+        if signature.abstract_mesh != here:
+            raise ValueError(
+                f"{owner}.precompile: trace #{signature.number} ran under the ambient mesh "
+                f"{mesh_text(signature.abstract_mesh)}, but precompile runs under "
+                f"{mesh_text(here)}; call it inside `with jax.set_mesh(mesh):` for that mesh "
+                "(or bind the object to it with mesh=)."
+            )
+        return abstract_arguments(signature, mesh)
+    concrete_args: tuple[Any, ...] = abstract.concrete_leaves(args, mesh)
+    concrete_kwargs: dict[str, Any] = abstract.concrete_leaves(dict(kwargs), mesh)
+    return concrete_args, concrete_kwargs

@@ -1,7 +1,7 @@
 """The budgeted functions of a test session: what ``pytest --tinax-budgets`` prints.
 
 A collector hears of every object built (wrap time) and every trace counted
-(trace time) through `observe.watch`, so objects that tests drop are counted
+(trace time) through `watchers.watch`, so objects that tests drop are counted
 too, not only those still alive at the end. It keeps each object's ledger (its
 count and trace history, never the object or its function), and at the end of
 the session groups them by function and construction site: objects built,
@@ -19,8 +19,9 @@ from typing import Any
 
 import attrs
 
-from tinax._src import compare, elide, observe, report
-from tinax._src.budget import Ledger
+from tinax._src import compare, elide, report
+from tinax._src.ledger import Ledger
+from tinax._src.observe import sites, watchers
 from tinax._src.record import TracedSignature
 
 _MAX_NAME = 60
@@ -99,7 +100,7 @@ class Collector:
 
 
 def _place(site: tuple[str, int]) -> str:
-    return f"{observe._shown(site[0])}:{site[1]}"  # pyright: ignore[reportPrivateUsage]
+    return f"{sites.shown(site[0])}:{site[1]}"
 
 
 def _history(ledger: Ledger) -> tuple[TracedSignature, ...]:
@@ -183,7 +184,7 @@ def start() -> Collector:
     collector = Collector()
     with _active_lock:
         _active.append(collector)
-        observe.watch(_built, _traced)
+        watchers.watch(_built, _traced)
     return collector
 
 
@@ -194,7 +195,7 @@ def stop(collector: Collector) -> None:
         if collector in _active:
             _active.remove(collector)
         if not _active:
-            observe.watch(None, None)
+            watchers.watch(None, None)
 
 
 # --- the report ----------------------------------------------------------------------------

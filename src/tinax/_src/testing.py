@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, Mesh
 
-from tinax._src import abstract, compare, report, validation
+from tinax._src import abstract, compare, record, report, validation
 from tinax._src.batched import BatchedJit
 from tinax._src.bounded import BoundedJit
 from tinax._src.common import BudgetedMixin
@@ -469,7 +469,7 @@ def _planned(source: Any) -> tuple[Call, list[str], Mesh | None]:
         mesh = source.mesh
         source = _latest(source)
     if isinstance(source, TracedSignature):
-        call = abstract.abstract_arguments(source, mesh, static=_Static)
+        call = record.abstract_arguments(source, mesh, static=_Static)
         return call, _positional_names(source), mesh
     args = tuple(source[0])
     return (args, dict(source[1])), [f"args[{index}]" for index in range(len(args))], mesh

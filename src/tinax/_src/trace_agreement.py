@@ -36,7 +36,7 @@ from tinax._src import compare, job_failure, private, report
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-    from tinax._src.budget import Ledger
+    from tinax._src.ledger import Ledger
     from tinax._src.record import TracedSignature
 
 _PREFIX = "tinax/agree/"

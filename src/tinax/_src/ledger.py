@@ -1,0 +1,70 @@
+"""The ledger: the mutable part of a budgeted object (count, in-flight traces, history,
+compiles), shared by the counted function, the observers and the introspection."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tinax._src.record import TracedSignature
+
+
+class Ledger:
+    """The mutable part of a budgeted object: count, in-flight traces, history.
+
+    A trace reserves its slot before the body runs and commits it after the
+    body returns, all under one lock, so concurrent traces from several threads
+    never exceed the budget, and a trace whose body raises gives its slot back.
+    Set once when the object is registered (`observe.register`): where it was
+    built, its overrun policy, its other options, and a weak reference to it.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "birth",
+        "cleared",
+        "first_traced",
+        "history",
+        "in_flight",
+        "lock",
+        "on_exceed",
+        "owner",
+        "used",
+    )
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.used = 0
+        self.in_flight = 0
+        self.history: list[TracedSignature] = []
+        self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
+        self.birth: tuple[Any, ...] | None = None  # where and how it was built
+        self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
+        self.on_exceed: str | None = None
+        self.owner: Callable[[], Any] | None = None
+
+    def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
+        """``(history, traces used, number the next trace would have, traces cleared
+        from JAX's cache)``, read at once."""
+        with self.lock:
+            attempt = self.used + self.in_flight + 1
+            return tuple(self.history), self.used, attempt, self.cleared
+
+    def clear(self) -> None:
+        """Notes that JAX's cache of this object was emptied: no trace so far can be
+        reused, and ``explain`` must say so."""
+        with self.lock:
+            self.cleared = self.used
+
+    def add_compile_seconds(self, entry: TracedSignature, seconds: float) -> TracedSignature | None:
+        """Adds compile time to ``entry`` of the history (replaced: signatures are
+        frozen); returns the new entry, or ``None`` if ``entry`` is no longer there."""
+        with self.lock:
+            history = self.history
+            for index in range(len(history) - 1, -1, -1):
+                if history[index] is entry:
+                    total = (entry.compile_seconds or 0.0) + seconds
+                    history[index] = entry.numbered(entry.number, compile_seconds=total)
+                    return history[index]
+        return None

@@ -1,0 +1,71 @@
+"""Compile time, from `jax.monitoring`: XLA compile durations attributed to the trace
+that caused them (`await_compile` after a trace is counted)."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+import jax
+import jax.monitoring
+
+if TYPE_CHECKING:
+    from tinax._src.ledger import Ledger
+    from tinax._src.record import TracedSignature
+
+
+_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+class _Pending(threading.local):
+    """Per thread: ``(ledger, trace, name, own trace event seen)`` awaiting its compile."""
+
+    pending: tuple[Ledger, TracedSignature, str, bool] | None = None
+
+
+_local = _Pending()
+
+
+def _compiled_as(event_name: object, name: str) -> bool:
+    """Whether a compile event's ``fun_name`` (``jit(step)``, ``jit_step``) names ``name``."""
+    if not isinstance(event_name, str):
+        return True  # a JAX that does not name it: the thread's last trace it is
+    return event_name == name or event_name.endswith(f"({name})") or event_name == f"jit_{name}"
+
+
+def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> None:
+    """Adds XLA compile time to the trace that caused it: the last trace counted in
+    this thread, when the compiled module carries its name.
+
+    After the trace, JAX reports at most one trace event, for the trace itself
+    (none when it ran under `jax.grad` or `jax.vmap`); a further trace event,
+    for any function, means the program has moved on, and ends the attribution.
+    """
+    try:
+        pending = _local.pending
+        if pending is None:
+            return
+        ledger, entry, name, own_event_seen = pending
+        if event == _TRACE_EVENT:
+            if own_event_seen or metadata.get("fun_name") != name:
+                _local.pending = None
+            else:
+                _local.pending = (ledger, entry, name, True)
+            return
+        if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
+            return
+        updated = ledger.add_compile_seconds(entry, duration_secs)
+        _local.pending = None if updated is None else (ledger, updated, name, own_event_seen)
+    except Exception:  # a listener must never break a compile
+        _local.pending = None
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+def await_compile(ledger: Ledger, entry: TracedSignature, name: str, nested: bool) -> None:
+    """After a trace is counted: the next compiles of ``name`` in this thread are for this
+    trace. A trace that is staged out is compiled with the outer one, never alone. The
+    ledger is held until then, not the object: dropping the object still frees it."""
+    _local.pending = None if nested else (ledger, entry, name, False)

@@ -1,0 +1,112 @@
+"""The registry of live budgeted objects (weak references only), `budgets()` and the
+table it prints (`registry_table`)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tinax._src import compare, trace_agreement
+from tinax._src.observe import rebuilt, registry_table, sites, watchers
+
+if TYPE_CHECKING:
+    from tinax._src.ledger import Ledger
+    from tinax._src.record import TracedSignature
+
+
+_registry_lock = threading.RLock()
+_registry: list[weakref.ref[Any]] = []
+_prune_at = 64
+
+
+def register(owner: Any, ledger: Ledger) -> None:
+    """Adds a freshly built object to the registry (a weak reference) and gives its
+    ledger what trace time needs: the construction site, the policy, the owner."""
+    global _prune_at
+    # Two frames up, the class's __attrs_post_init__: the walk to the user's code starts
+    # there (sys._getframe materializes only the frame it returns; each f_back, one more).
+    ledger.birth = rebuilt.birth(owner, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    ledger.on_exceed = owner.on_exceed
+    trace_agreement.constructed(ledger, owner.function)  # its identity across processes
+    ref = weakref.ref(owner)
+    ledger.owner = ref
+    if watchers.built_hook is not None:  # a test session's budgets (--tinax-budgets)
+        watchers.built_hook(owner, ledger)
+    with _registry_lock:
+        _registry.append(ref)
+        if len(_registry) >= _prune_at:  # dead references go in amortized O(1)
+            _registry[:] = [alive for alive in _registry if alive() is not None]
+            _prune_at = max(64, 2 * len(_registry))
+
+
+def budgets() -> Budgets:
+    """Every live `BoundedJit` and `BatchedJit` in the process, most compile time first.
+
+    For the end of a training script or a debugging session: ``print(budgets())``
+    shows one table of every budgeted function, where it is defined, its traces
+    against its budget, the time spent tracing and compiling it, and why it last
+    retraced. The registry holds weak references only: an object dropped by the
+    program is gone from it (and freed) as from everywhere else.
+
+    Returns:
+        A tuple of the objects, sorted by total compile time (largest first, then
+        in order of creation), that prints as a table.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from tinax.jit import bounded_jit, budgets
+        >>> double = bounded_jit(lambda x: x * 2, max_traces=1)
+        >>> _ = double(jnp.ones(3))
+        >>> double in budgets()
+        True
+    """
+    with _registry_lock:
+        alive = [owner for ref in _registry if (owner := ref()) is not None]
+    totals = [(_total(owner, "compile_seconds"), index) for index, owner in enumerate(alive)]
+    order = sorted(range(len(alive)), key=lambda index: (-totals[index][0], index))
+    return Budgets(alive[index] for index in order)
+
+
+def _total(owner: Any, fact: str) -> float:
+    return sum(getattr(entry, fact) or 0.0 for entry in owner.traced_signatures)
+
+
+class Budgets(tuple[Any, ...]):
+    """The live budgeted objects, as `budgets` returns them; prints as a table."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return budgets_table(self)
+
+
+def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
+    """The first difference of the latest retrace from its closest earlier trace."""
+    if len(history) < 2:
+        return "-"
+    try:
+        found = list(compare.closest(history[:-1], history[-1])[1])
+    except Exception:  # a table for a person must print whatever the history holds
+        return "?"
+    if not found:
+        return "no difference in the abstract signature"
+    more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+    return f"#{history[-1].number}: {found[0]}{more}"
+
+
+def budgets_table(objects: Sequence[Any]) -> str:
+    """One row per function and place built: function, location, traces/budget,
+    compiles, trace and compile time, last retrace cause (`registry_table`)."""
+    return registry_table.table(objects, _built_at, last_retrace_cause)
+
+
+def _built_at(owner: Any) -> str:
+    """``file:line`` where the user's code built ``owner``, or ``?``."""
+    birth = getattr(getattr(owner, "_ledger", None), "birth", None)
+    if not birth:
+        return "?"
+    (filename, line) = birth[0]
+    return f"{sites.shown(filename)}:{line}"

@@ -1,0 +1,133 @@
+"""What a trace reports: the error for a trace refused by the budget, the warning or
+record for one over budget that runs, and the log record of every counted trace."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tinax._src import compare, elide, job_failure, report
+from tinax._src.errors import TraceBudgetError, TraceBudgetWarning
+from tinax._src.observe import compile_times, watchers
+from tinax._src.observe.log import logger
+from tinax._src.observe.policy import Policy
+from tinax._src.observe.sites import warn
+
+if TYPE_CHECKING:
+    from tinax._src.ledger import Ledger
+    from tinax._src.record import TracedSignature
+
+
+def refused(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    history: Sequence[TracedSignature],
+    call: TracedSignature,
+) -> TraceBudgetError:
+    """The error for a trace refused by the budget, logged at ``WARNING`` first."""
+    error = report.budget_error(function, max_traces, used, attempt, history, call)
+    if logger.isEnabledFor(logging.WARNING):
+        logger.warning("%s", error)
+    if job_failure.armed:  # fail_fast: a refused trace ends the whole job
+        job_failure.budget_error(error)
+    return error
+
+
+def _outcome(policy: Policy | None) -> str:
+    if policy is None:
+        return "chex assertions are disabled: this trace runs and is counted."
+    return f"on_exceed={policy!r}: this trace runs and is counted."
+
+
+def overrun(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    history: Sequence[TracedSignature],
+    call: TracedSignature,
+    policy: Policy | None,
+) -> None:
+    """Reports a trace over budget that runs anyway: a warning (policy ``"warn"``) and a
+    ``WARNING`` record. ``policy`` is ``None`` when chex assertions are disabled."""
+    logged = logger.isEnabledFor(logging.WARNING)
+    if policy != "warn" and not logged:
+        return
+    error = report.budget_error(function, max_traces, used, attempt, history, call)
+    message = _overrun_message(str(error), _outcome(policy))
+    if logged:  # under "warn", one line: the warning carries the diagnosis (issue 19)
+        logger.warning("%s", message if policy != "warn" else _pointer(error))
+    if policy == "warn":
+        warn(
+            TraceBudgetWarning(
+                message,
+                function_name=error.function_name,
+                location=error.location,
+                max_traces=error.max_traces,
+                traces_used=error.traces_used,
+                signature=error.signature,
+                closest=error.closest,
+                differences=error.differences,
+            )
+        )
+
+
+def _pointer(error: TraceBudgetError) -> str:
+    """The one-line record of an overrun whose diagnosis a `TraceBudgetWarning` carries."""
+    where = f" ({error.location})" if error.location else ""
+    first = f"; {error.differences[0]}" if error.differences else ""
+    more = f" (+{len(error.differences) - 1} more)" if len(error.differences) > 1 else ""
+    name = elide.tail(error.function_name, 60)
+    head = (
+        f"{name}{where}: trace {error.traces_used + 1} is over max_traces="
+        f"{error.max_traces} and runs (on_exceed='warn')"
+    )
+    tail = "; the TraceBudgetWarning emitted now has the diagnosis."
+    room = max(report.LINE_LIMIT - len(head) - len(tail), 20)
+    return head + elide.words(first + more, room) + tail
+
+
+def _overrun_message(text: str, outcome: str) -> str:
+    """The error's text for a trace that runs: its second line, which says the call
+    was refused, becomes ``outcome``."""
+    lines = text.split("\n")
+    if len(lines) > 1 and "refused" in lines[1]:
+        lines[1] = outcome
+    else:
+        lines.insert(1, outcome)
+    return "\n".join(lines)
+
+
+def committed(
+    ledger: Ledger,
+    function: Callable[..., Any],
+    name: str,
+    max_traces: int,
+    entry: TracedSignature,
+    earlier: Sequence[TracedSignature],
+    nested: bool,
+    logged: bool,
+) -> None:
+    """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
+    first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
+    compile_times.await_compile(ledger, entry, name, nested)
+    if watchers.traced_hook is not None:
+        watchers.traced_hook(ledger, function)
+    if logged or not logger.isEnabledFor(logging.INFO if earlier else logging.DEBUG):
+        return
+    where = report.function_location(function)
+    heading = report.function_name(function) + (f" ({where})" if where else "")
+    called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
+    head = (
+        f"{heading}: {'trace' if not earlier else 'retrace, trace'} {entry.number} of "
+        f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"
+    )
+    if not earlier:
+        logger.debug("%s: %s", head, str(entry).partition(": ")[2])
+        return
+    best, found = compare.closest(earlier, entry)
+    lines = report.explanation_lines(best, found, entry)
+    logger.info("%s\n%s", head, "\n".join(lines))
