@@ -34,9 +34,11 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec
 
-from tinax._src import budget, private, record
+from tinax._src import private
+from tinax._src.budget import counting
+from tinax._src.diagnosis import record
 from tinax._src.observe import compile_times, rebuilt, sites, trace_reports
-from tinax._src.jit_options import Statics
+from tinax._src.wrappers.jit_options import Statics
 from tinax.jit import batched_jit, bounded_jit
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -177,14 +179,14 @@ def _bookkeeping(on: bool) -> None:
             check_rebuilt=rebuilt.check_rebuilt,
             committed=trace_reports.committed,
             staged_out=private.staged_out,
-            time=budget.time,
+            time=counting.time,
             on=True,
         )
     sites.call_site = _ORIGINALS["call_site"] if on else lambda: (None, False)
     rebuilt.check_rebuilt = _ORIGINALS["check_rebuilt"] if on else lambda *args: None
     trace_reports.committed = _ORIGINALS["committed"] if on else lambda *args: None
     private.staged_out = _ORIGINALS["staged_out"] if on else lambda: False
-    budget.time = _ORIGINALS["time"] if on else _NO_CLOCK
+    counting.time = _ORIGINALS["time"] if on else _NO_CLOCK
     if _ORIGINALS["on"] != on:
         listener = compile_times._on_duration  # pyright: ignore[reportPrivateUsage]
         if on:

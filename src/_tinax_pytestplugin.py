@@ -7,7 +7,7 @@ without ``--tinax-budgets`` it only adds the option. With it, tinax collects,
 from the start of the session, every budgeted object built and every trace
 counted (objects that tests drop included), and prints at the end one row per
 function and construction site, most compile time first, as ``--durations``
-does for tests. The code is in ``tinax._src.session_budgets``.
+does for tests. The code is in ``tinax._src.observe.session_budgets``.
 
 PYTEST_DONT_REWRITE: the module has no assertions for pytest to rewrite, and
 pytest would warn (an error under ``filterwarnings = error``) when ``-p`` loads
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from tinax._src.session_budgets import Collector
+    from tinax._src.observe.session_budgets import Collector
 
 OPTION = "--tinax-budgets"
 _KEY: pytest.StashKey[tuple[Collector, int]] = pytest.StashKey()
@@ -65,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     top: int | None = config.getoption("tinax_budgets", None)
     if top is None:
         return
-    from tinax._src import session_budgets  # imports JAX: only with the option
+    from tinax._src.observe import session_budgets
 
     config.stash[_KEY] = (session_budgets.start(), top)
 
@@ -74,7 +74,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     started = config.stash.get(_KEY, None)
     if started is None:
         return
-    from tinax._src import session_budgets
+    from tinax._src.observe import session_budgets
 
     collector, top = started
     title, lines = session_budgets.summary(collector, top)
@@ -87,7 +87,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     started = config.stash.get(_KEY, None)
     if started is None:
         return
-    from tinax._src import session_budgets
+    from tinax._src.observe import session_budgets
 
     session_budgets.stop(started[0])
     del config.stash[_KEY]

@@ -43,7 +43,7 @@ def explicit_mesh8():
 def _messages_fit_in_200_characters(monkeypatch):
     """Every error, explain report, history table and budgets() table any test produces:
     no line over 200."""
-    from tinax._src import report
+    from tinax._src.diagnosis import report
 
     def checked(text):
         longest = max((len(line) for line in text.splitlines()), default=0)

@@ -178,7 +178,7 @@ class TestAbstractArguments:
         assert step.traces_used == 1
 
     def test_unrecorded_trace_is_refused_with_a_value_error(self):
-        from tinax._src.record import unrecorded
+        from tinax._src.diagnosis.record import unrecorded
 
         with pytest.raises(ValueError, match="could not be recorded"):
             unrecorded(KeyError("x")).abstract_arguments()
@@ -190,7 +190,7 @@ class TestAbstractArgumentsOnMeshes:
         _step, signature = traced(
             make_bounded, lambda v: v * 2, call=((x,), {}), mesh=explicit_mesh8
         )
-        from tinax._src.abstract import abstract_arguments
+        from tinax._src.diagnosis.abstract import abstract_arguments
 
         (struct,), _ = abstract_arguments(signature, explicit_mesh8)
         assert struct.sharding == NamedSharding(explicit_mesh8, P("x", None))

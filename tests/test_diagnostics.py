@@ -350,7 +350,7 @@ class TestClearedCache:
 
 def test_an_abstract_value_without_a_short_form_prints_as_str():
     """Whatever JAX adds: an abstract value with no shape, dtype or str_short still prints."""
-    from tinax._src.record import array_leaf
+    from tinax._src.diagnosis.record import array_leaf
 
     class Opaque(jax.core.AbstractValue):
         def str_short(self, short_dtypes=False):

@@ -28,7 +28,7 @@ from hypothesis.errors import FlakyFailure, NoSuchExample
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tinax._src import compare, report
+from tinax._src.diagnosis import compare, report
 from tinax.jit import TraceBudgetError, bounded_jit
 from tinax.testing import arguments, no_new_traces
 

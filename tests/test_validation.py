@@ -36,7 +36,7 @@ from strategies import (
     valid_on_exceed,
     wide_values,
 )
-from tinax._src.validation import describe
+from tinax._src.wrappers.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 # --- functions to wrap ---------------------------------------------------------------------

@@ -1,19 +1,19 @@
 """Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
 
-from tinax._src.batched import BatchedJit as BatchedJit
-from tinax._src.batched import batched_jit as batched_jit
-from tinax._src.bounded import BoundedJit as BoundedJit
-from tinax._src.bounded import bounded_jit as bounded_jit
-from tinax._src.compare import Difference as Difference
+from tinax._src.diagnosis.compare import Difference as Difference
+from tinax._src.diagnosis.record import Leaf as Leaf
+from tinax._src.diagnosis.record import TracedSignature as TracedSignature
+from tinax._src.diagnosis.report import Explanation as Explanation
+from tinax._src.diagnosis.report import TraceHistory as TraceHistory
 from tinax._src.errors import TraceBudgetError as TraceBudgetError
 from tinax._src.errors import TraceBudgetWarning as TraceBudgetWarning
 from tinax._src.observe.policy import exceed_policy as exceed_policy
 from tinax._src.observe.registry import Budgets as Budgets
 from tinax._src.observe.registry import budgets as budgets
-from tinax._src.record import Leaf as Leaf
-from tinax._src.record import TracedSignature as TracedSignature
-from tinax._src.report import Explanation as Explanation
-from tinax._src.report import TraceHistory as TraceHistory
+from tinax._src.wrappers.batched import BatchedJit as BatchedJit
+from tinax._src.wrappers.batched import batched_jit as batched_jit
+from tinax._src.wrappers.bounded import BoundedJit as BoundedJit
+from tinax._src.wrappers.bounded import bounded_jit as bounded_jit
 
 __all__ = [
     "BatchedJit",

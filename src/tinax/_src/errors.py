@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tinax._src.compare import Difference
-    from tinax._src.record import TracedSignature
+    from tinax._src.diagnosis.compare import Difference
+    from tinax._src.diagnosis.record import TracedSignature
 
 
 class _Diagnosis(Exception):

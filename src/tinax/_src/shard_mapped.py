@@ -27,8 +27,9 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, PartitionSpec
 
-from tinax._src import report, validation
-from tinax._src.validation import message
+from tinax._src.diagnosis import report
+from tinax._src.wrappers import validation
+from tinax._src.wrappers.validation import message
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -30,11 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, Mesh
 
-from tinax._src import abstract, compare, record, report, validation
-from tinax._src.batched import BatchedJit
-from tinax._src.bounded import BoundedJit
-from tinax._src.common import BudgetedMixin
-from tinax._src.record import TracedSignature, short_dtype
+from tinax._src.diagnosis import abstract, compare, record, report
+from tinax._src.diagnosis.record import TracedSignature, short_dtype
+from tinax._src.wrappers import validation
+from tinax._src.wrappers.batched import BatchedJit
+from tinax._src.wrappers.bounded import BoundedJit
+from tinax._src.wrappers.common import BudgetedMixin
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 

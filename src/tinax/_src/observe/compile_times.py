@@ -10,8 +10,8 @@ import jax
 import jax.monitoring
 
 if TYPE_CHECKING:
-    from tinax._src.ledger import Ledger
-    from tinax._src.record import TracedSignature
+    from tinax._src.budget.ledger import Ledger
+    from tinax._src.diagnosis.record import TracedSignature
 
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"

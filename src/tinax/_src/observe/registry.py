@@ -9,12 +9,13 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinax._src import compare, trace_agreement
+from tinax._src.diagnosis import compare
+from tinax._src.multiprocess import trace_agreement
 from tinax._src.observe import rebuilt, registry_table, sites, watchers
 
 if TYPE_CHECKING:
-    from tinax._src.ledger import Ledger
-    from tinax._src.record import TracedSignature
+    from tinax._src.budget.ledger import Ledger
+    from tinax._src.diagnosis.record import TracedSignature
 
 
 _registry_lock = threading.RLock()

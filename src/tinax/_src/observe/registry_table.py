@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tinax._src import elide, report
+from tinax._src.diagnosis import elide, report
 
 _MAX_NAME = 56
 _MAX_PLACE = 40

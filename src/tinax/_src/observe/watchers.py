@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tinax._src.ledger import Ledger
+    from tinax._src.budget.ledger import Ledger
 
 
 built_hook: Callable[[Any, Ledger], None] | None = None

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, nnx_updates, nonarrays, validation
+from tinax._src.models import nnx_updates, nonarrays
+from tinax._src.wrappers import common, jit_options, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")

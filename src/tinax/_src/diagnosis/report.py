@@ -16,10 +16,10 @@ from typing import Any
 
 import attrs
 
-from tinax._src import compare, elide
-from tinax._src.compare import Difference
+from tinax._src.diagnosis import compare, elide
+from tinax._src.diagnosis.compare import Difference
+from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.errors import TraceBudgetError
-from tinax._src.record import TracedSignature
 
 _MAX_LISTED = 12
 _MAX_NAME = 60

@@ -20,9 +20,10 @@ import jax
 from jax.core import AbstractValue, Tracer
 from jax.sharding import AbstractMesh, Mesh
 
-from tinax._src import abstract, private
-from tinax._src.arrays import is_array
-from tinax._src.jit_options import Statics
+from tinax._src import private
+from tinax._src.diagnosis import abstract
+from tinax._src.models.arrays import is_array
+from tinax._src.wrappers.jit_options import Statics
 
 _LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())

@@ -22,7 +22,7 @@ from typing import Any
 
 import jax
 
-from tinax._src.validation import LazySignature
+from tinax._src.wrappers.validation import LazySignature
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -87,7 +87,7 @@ def _raise_if_deleted() -> None:
     """Raises JAX's `RuntimeError` for a deleted (donated) array among the arguments of
     the `jax.jit` call being traced, read from that call's frame; a trace made by
     ``lower``/``trace``/``eval_shape`` has none to read, and is let through."""
-    from tinax._src.compiles import jit_call_frame
+    from tinax._src.budget.compiles import jit_call_frame
 
     frame = jit_call_frame(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
     if frame is None:

@@ -31,13 +31,15 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinax._src import compare, job_failure, private, report
+from tinax._src import private
+from tinax._src.diagnosis import compare, report
+from tinax._src.multiprocess import job_failure
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-    from tinax._src.ledger import Ledger
-    from tinax._src.record import TracedSignature
+    from tinax._src.budget.ledger import Ledger
+    from tinax._src.diagnosis.record import TracedSignature
 
 _PREFIX = "tinax/agree/"
 _MAX_LISTED = 12

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tinax._src.record import Leaf
+    from tinax._src.diagnosis.record import Leaf
 
 Found = tuple[tuple[str, ...], str, str]  # (kinds, detail, fix) of a Difference
 

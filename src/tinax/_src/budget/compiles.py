@@ -35,7 +35,7 @@ import jax.monitoring
 import numpy as np
 from jax.sharding import NamedSharding
 
-from tinax._src import report
+from tinax._src.diagnosis import report
 from tinax._src.observe.log import logger
 
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"

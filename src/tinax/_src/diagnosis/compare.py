@@ -23,8 +23,8 @@ from typing import Any, cast
 import attrs
 import jax
 
-from tinax._src import edge_hints, nnx_graphdef
-from tinax._src.record import (
+from tinax._src.diagnosis import edge_hints, nnx_graphdef
+from tinax._src.diagnosis.record import (
     Argument,
     Leaf,
     TracedSignature,

@@ -19,10 +19,10 @@ from typing import Any
 
 import attrs
 
-from tinax._src import compare, elide, report
-from tinax._src.ledger import Ledger
+from tinax._src.budget.ledger import Ledger
+from tinax._src.diagnosis import compare, elide, report
+from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.observe import sites, watchers
-from tinax._src.record import TracedSignature
 
 _MAX_NAME = 60
 _MAX_CAUSE = 60

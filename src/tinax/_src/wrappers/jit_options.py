@@ -22,7 +22,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from tinax._src import private
-from tinax._src.validation import (
+from tinax._src.wrappers.validation import (
     LazySignature,
     check_accepted_names,
     check_argnames,

@@ -34,7 +34,9 @@ from typing import Any, cast
 import jax
 import numpy as np
 
-from tinax._src import private, report, validation
+from tinax._src import private
+from tinax._src.diagnosis import report
+from tinax._src.wrappers import validation
 
 # --- the option ---------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ import attrs
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import common, jit_options, nnx_updates, nonarrays, validation
+from tinax._src.models import nnx_updates, nonarrays
+from tinax._src.wrappers import common, jit_options, validation
 
 R = TypeVar("R")
 

@@ -12,21 +12,13 @@ import attrs
 import jax
 from jax.sharding import Mesh
 
-from tinax._src import (
-    budget,
-    compiles,
-    jit_options,
-    meshes,
-    nnx_updates,
-    nonarrays,
-    private,
-    record,
-    rejections,
-    report,
-    validation,
-)
-from tinax._src.ledger import Ledger
+from tinax._src import private
+from tinax._src.budget import compiles, counting, rejections
+from tinax._src.budget.ledger import Ledger
+from tinax._src.diagnosis import record, report
+from tinax._src.models import nnx_updates, nonarrays
 from tinax._src.observe import registry
+from tinax._src.wrappers import jit_options, meshes, validation
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -89,11 +81,11 @@ def build(
     if statics.nonarrays:
         traced = nonarrays.returning_marked(traced)
     probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
-    counted = budget.counted(
+    counted = counting.counted(
         traced, ledger, max_traces, signature, statics, function, rejects=probe.traced
     )
     if statics.nonarrays:
-        counted = nonarrays.joined(counted, *budget.jax_names(function))
+        counted = nonarrays.joined(counted, *counting.jax_names(function))
     compiled = nnx_updates.rebinding(counted) if propagate_updates else counted
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     if propagate_updates:
@@ -159,7 +151,7 @@ class _Probe:
         if self._jitted is None:
             built = self._built()
             if self._nonarrays:
-                built = nonarrays.joined(built, *budget.jax_names(self._function))
+                built = nonarrays.joined(built, *counting.jax_names(self._function))
             self._jitted = self._jit(built)
         return self._jitted
 
@@ -224,7 +216,7 @@ def _present(owner: Any, function: Callable[..., Any]) -> None:
     an odd callable never fails here.
     """
     setattr_ = object.__setattr__
-    name, qualname = budget.jax_names(function)
+    name, qualname = counting.jax_names(function)
     doc = _read(function, "__doc__", "")
     try:
         doc = doc or ""

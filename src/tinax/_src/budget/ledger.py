@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from tinax._src.record import TracedSignature
+from tinax._src.diagnosis.record import TracedSignature
 
 
 class Ledger:
