@@ -190,7 +190,7 @@ class TestAbstractArgumentsOnMeshes:
         _step, signature = traced(
             make_bounded, lambda v: v * 2, call=((x,), {}), mesh=explicit_mesh8
         )
-        from tinax._src.diagnosis.abstract import abstract_arguments
+        from tinax._src.diagnosis.record import abstract_arguments
 
         (struct,), _ = abstract_arguments(signature, explicit_mesh8)
         assert struct.sharding == NamedSharding(explicit_mesh8, P("x", None))

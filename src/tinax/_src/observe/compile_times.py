@@ -4,6 +4,7 @@ that caused them (`await_compile` after a trace is counted)."""
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
 import jax
@@ -19,9 +20,11 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 
 
 class _Pending(threading.local):
-    """Per thread: ``(ledger, trace, name, own trace event seen)`` awaiting its compile."""
+    """Per thread: ``(ledger, trace, name, own trace event seen)`` awaiting its compile,
+    the ledger and the trace held weakly: an object dropped before its compile (traced
+    by ``eval_shape``, say) leaves nothing here."""
 
-    pending: tuple[Ledger, TracedSignature, str, bool] | None = None
+    pending: tuple[weakref.ref[Ledger], weakref.ref[TracedSignature], str, bool] | None = None
 
 
 _local = _Pending()
@@ -46,17 +49,23 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
         pending = _local.pending
         if pending is None:
             return
-        ledger, entry, name, own_event_seen = pending
+        ledger_ref, entry_ref, name, own_event_seen = pending
         if event == _TRACE_EVENT:
             if own_event_seen or metadata.get("fun_name") != name:
                 _local.pending = None
             else:
-                _local.pending = (ledger, entry, name, True)
+                _local.pending = (ledger_ref, entry_ref, name, True)
             return
         if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
             return
+        ledger, entry = ledger_ref(), entry_ref()
+        if ledger is None or entry is None:  # the object is gone: nothing to attribute
+            _local.pending = None
+            return
         updated = ledger.add_compile_seconds(entry, duration_secs)
-        _local.pending = None if updated is None else (ledger, updated, name, own_event_seen)
+        _local.pending = (
+            None if updated is None else (ledger_ref, weakref.ref(updated), name, own_event_seen)
+        )
     except Exception:  # a listener must never break a compile
         _local.pending = None
 
@@ -66,6 +75,6 @@ jax.monitoring.register_event_duration_secs_listener(_on_duration)
 
 def await_compile(ledger: Ledger, entry: TracedSignature, name: str, nested: bool) -> None:
     """After a trace is counted: the next compiles of ``name`` in this thread are for this
-    trace. A trace that is staged out is compiled with the outer one, never alone. The
-    ledger is held until then, not the object: dropping the object still frees it."""
-    _local.pending = None if nested else (ledger, entry, name, False)
+    trace. A trace that is staged out is compiled with the outer one, never alone.
+    Nothing is held: dropping the object frees its ledger and its traces."""
+    _local.pending = None if nested else (weakref.ref(ledger), weakref.ref(entry), name, False)

@@ -4,6 +4,7 @@ inside tests)."""
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import sys
@@ -154,6 +155,14 @@ def _same_signature(earlier: TracedSignature, call: TracedSignature) -> bool:
         return False
 
 
+def _forget(key: tuple[Any, ...], alive: weakref.ref[Any]) -> None:
+    """Drops the place of a function that died (a weak reference's callback), unless a
+    newer entry took its key."""
+    site = _sites.get(key)
+    if site is not None and site.alive is alive:
+        _sites.pop(key, None)
+
+
 def _prune_sites() -> None:
     """Drops places whose function has died (amortized: the table at most doubles)."""
     global _sites_prune_at
@@ -190,6 +199,8 @@ def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSign
     if site is not None and site.alive is not None and site.alive() is None:
         site = None  # the function died and its id was reused
     if site is None or not _same(site.options, options) or not _same_run(site.run, run):
+        if alive is not None and (life := alive()) is not None:  # gone with its function
+            alive = weakref.ref(life, functools.partial(_forget, key))
         _sites[key] = _Site(alive, options, call, run)  # one dict store: atomic
         if len(_sites) >= _sites_prune_at:
             with _sites_lock:

@@ -1,0 +1,78 @@
+"""Nothing of a dropped object stays behind: its ledger, its compiled function, its
+registry entry, its places in tinax's tables."""
+
+from __future__ import annotations
+
+import gc
+import pathlib
+import tracemalloc
+import warnings
+import weakref
+
+import jax
+import jax.numpy as jnp
+
+import tinax
+from tinax._src.observe import rebuilt
+from tinax.jit import TraceBudgetWarning, bounded_jit
+
+TINAX_SOURCE = pathlib.Path(tinax.__file__).parent
+
+COUNT = 5000
+
+
+def _scale(x):
+    return x * 2.0
+
+
+def _ignore(_: object) -> None:
+    pass
+
+
+def _build_trace_and_drop(count: int, x: jax.Array) -> list[weakref.ref]:
+    """Objects built, traced once and dropped: half wrap one module-level function (one
+    place in the rebuilt-wrapper table), half a fresh closure each (a place per object,
+    pruned when its function dies)."""
+    dropped: list[weakref.ref] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceBudgetWarning)  # rebuilt per step, on purpose
+        for index in range(count):
+            function = _scale if index % 2 else (lambda v: v * 3.0)
+            step = bounded_jit(function, max_traces=1)
+            step.eval_shape(x)  # a real, counted trace: recorded, registered, timed
+            # A callback makes each reference the test's own: a plain weakref.ref(x) is the
+            # one tinax holds, if it holds one, and its size would count as tinax's.
+            parts = (step, step._ledger, step._jitted)
+            dropped.extend(weakref.ref(part, _ignore) for part in parts)
+            del step, function
+    return dropped
+
+
+def test_dropped_objects_leave_nothing_behind():
+    x = jnp.ones(3)
+    _build_trace_and_drop(50, x)  # warm: first-use caches of JAX and tinax filled
+    gc.collect()
+    jax.clear_caches()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        dropped = _build_trace_and_drop(COUNT, x)
+        gc.collect()
+        jax.clear_caches()
+        gc.collect()
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    alive = [ref for ref in dropped if ref() is not None]
+    assert alive == []  # the objects, their ledgers and their jax.jit objects
+    # The rebuilt-wrapper table forgets the place of a function as it dies.
+    dead = [key for key, site in rebuilt._sites.items() if site.alive and site.alive() is None]
+    assert dead == []
+    ours = tracemalloc.Filter(True, str(TINAX_SOURCE / "*"))
+    kept = sum(
+        stat.size_diff
+        for stat in after.filter_traces([ours]).compare_to(before.filter_traces([ours]), "filename")
+    )
+    # What tinax's own code allocated and still holds: nothing per object (JAX's own
+    # caches, which keep a few of the functions it traced, are JAX's as for jax.jit).
+    assert kept / COUNT < 4, f"{kept / COUNT:.1f} bytes per dropped object kept by tinax"
