@@ -57,4 +57,5 @@ def test_filtering_off_shows_tinax_frames():
         [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
     )
     files = result.stdout.split()
-    assert any(name.endswith(os.path.join("tinax", "_src", "budget", "counting.py")) for name in files), files
+    counting = os.path.join("tinax", "_src", "budget", "counting.py")
+    assert any(name.endswith(counting) for name in files), files
