@@ -99,3 +99,18 @@ def test_imports_from_the_package_are_seen(tmp_path):
         "tinax._src.diagnosis.record",
         "tinax._src.observe",
     }
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md is the map: every module of the package is on it, in its room."""
+    page = (_ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    missing = []
+    for path in sorted(_ROOT.joinpath("tinax", "_src").rglob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        room = path.parent.name
+        if room != "_src" and f"`{room}/`" not in page:
+            missing.append(f"{room}/")
+        if f"`{path.stem}`" not in page:
+            missing.append(path.stem)
+    assert missing == []

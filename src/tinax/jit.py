@@ -1,6 +1,6 @@
 """Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
 
-from tinax._src.diagnosis.compare import Difference as Difference
+from tinax._src.diagnosis.kinds import Difference as Difference
 from tinax._src.diagnosis.record import Leaf as Leaf
 from tinax._src.diagnosis.record import TracedSignature as TracedSignature
 from tinax._src.diagnosis.report import Explanation as Explanation

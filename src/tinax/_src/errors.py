@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tinax._src.diagnosis.compare import Difference
+    from tinax._src.diagnosis.kinds import Difference
     from tinax._src.diagnosis.record import TracedSignature
 
 

@@ -3,15 +3,16 @@
 The second step of the diagnosis (record, compare, report). Two questions are
 kept apart:
 
-- ``matches``: would JAX's trace cache treat the two calls alike? It compares
-  exactly what JAX keys on: abstract values and tree structures with ``==``,
-  static arguments by type, ``hash`` and ``==``. Never text.
-- ``differences``: where and how two signatures differ, located to the leaf,
+- ``matches`` (`reuse`): would JAX's trace cache treat the two calls alike? It
+  compares exactly what JAX keys on: abstract values and tree structures with
+  ``==``, static arguments by type and ``==``. Never text.
+- ``differences`` (here): where and how two signatures differ, located to the leaf,
   the dict key or the dataclass field, for people (the report step prints
   them). It only runs for a call that does not match.
 
 Runs only when an error, ``explain`` or the history is asked for, never on the
-call path.
+call path. What a difference is lives in `kinds`; static values are located in
+`static_values`; leaves, tree nodes and arguments here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any, cast
 import attrs
 import jax
 
-from tinax._src.diagnosis import edge_hints, nnx_graphdef
+from tinax._src.diagnosis import edge_hints
+from tinax._src.diagnosis.kinds import ABSENT, STATIC_LEAF, Difference
 from tinax._src.diagnosis.record import (
     Argument,
     Leaf,
@@ -33,169 +35,8 @@ from tinax._src.diagnosis.record import (
     mesh_text,
     value_text,
 )
-
-_SAME_ARGUMENTS = (
-    "pass the same arguments on every call (to JAX, a default passed explicitly is a new argument)"
-)
-HINTS = {
-    "mesh": "the ambient mesh is part of JAX's cache key: call under one mesh, "
-    "or bind one with mesh=",
-    "config": "a JAX config option in the trace cache key changed: set it once, around every call",
-    "shape": "every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
-    "(pad or drop a last, partial batch)",
-    "dtype": "cast inputs to one dtype before the call",
-    "weak type": "pass the scalar the same way on every call: always a Python number, "
-    "or always an array of one dtype (jnp.float32(lr), not jnp.asarray(lr))",
-    "sharding": "give inputs one sharding before the call (jax.device_put or jax.sharding.reshard)",
-    "type": "pass inputs of one abstract type (memory space, varying manual axes)",
-    "static value": "every new value of a static argument is a new trace: keep it fixed, "
-    "or do not mark it static and pass it as an array",
-    "static equality": "JAX finds static arguments by ==: define __eq__ (and __hash__) "
-    "by value (e.g. @dataclass(frozen=True)), or pass the same object on every call",
-    "static field": "a pytree node's static (metadata) field is part of the tree structure: "
-    "keep it fixed, or make it a data field holding an array",
-    "tree structure": "keep the tree structure fixed between calls "
-    "(same keys, same lengths, None in the same places)",
-    "passing": "pass each argument the same way on every call, positionally or by keyword: "
-    "JAX keys its cache on how each argument was passed, not only on its value",
-    "key": edge_hints.KEY_FIX,
-    "new argument": _SAME_ARGUMENTS,
-    "missing argument": _SAME_ARGUMENTS,
-}
-
-REBUILT_CALLABLE = (
-    "a function is equal only to itself and this one is new: build it (the optax "
-    "transformation, the lambda) once, outside the step, and pass that same object on every call"
-)
-STATIC_LEAF = (
-    "with static_nonarrays=True each new non-array value is a new trace: build functions "
-    "and configs once and keep them, or pass the value as an array (jnp.asarray) to trace it"
-)
-
-_MAX_DEPTH = 12  # how deep static values and tree nodes are searched for the difference
-
-
-@attrs.frozen
-class Difference:
-    """One difference between an earlier trace and a new call.
-
-    Attributes:
-        path: The argument, leaf or field that changed, e.g. ``batch['x']`` or
-            ``config.activation``, or ``ambient mesh`` / ``jax config <option>``.
-        before: Its value in the earlier trace (abstract value, static value
-            or tree node), as text.
-        after: Its value in the new call, as text.
-        kinds: What changed, e.g. ``("shape",)`` or ``("dtype", "weak type")``;
-            one of ``shape``, ``dtype``, ``weak type``, ``sharding``, ``type``,
-            ``static value``, ``static equality``, ``static field``,
-            ``tree structure``, ``passing``, ``new argument``,
-            ``missing argument``, ``mesh``, ``config``, ``key`` (a typed PRNG key
-            against raw key data, or another PRNG implementation).
-        detail: The parenthesized description in the printed line.
-        fix: A fix specific to this difference, where there is one (else the
-            usual fix for its kind, `hint`, applies).
-        cause: ``(before, after, detail)`` of a change that can have one cause
-            for many leaves (the same dtype cast, the same weak-type flip, the
-            same move onto a mesh), which the report groups; else ``None``.
-    """
-
-    path: str
-    before: str
-    after: str
-    kinds: tuple[str, ...]
-    detail: str
-    fix: str | None = attrs.field(default=None, kw_only=True)
-    cause: tuple[str, ...] | None = attrs.field(default=None, kw_only=True, repr=False)
-
-    @property
-    def hint(self) -> str:
-        """The fix for this difference: its own, else the usual one for its first kind."""
-        return self.fix or HINTS[self.kinds[0]]
-
-    def __str__(self) -> str:
-        if self.before == ABSENT:
-            return f"{self.path}: added ({self.after})"
-        if self.after == ABSENT:
-            return f"{self.path}: removed ({self.before})"
-        return f"{self.path}: {self.before} -> {self.after} ({self.detail})"
-
-
-ABSENT = "(absent)"
-
-
-# --- does JAX's cache treat two calls alike? -----------------------------------------------
-
-
-def _same(a: Any, b: Any) -> bool:
-    """``a == b`` as a plain bool; an ``==`` that raises or is ambiguous is unequal."""
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
-
-
-def static_equal(a: Any, b: Any) -> bool:
-    """Whether JAX's cache finds static value ``b`` under ``a``: same type and ``==``.
-
-    JAX boxes static arguments in ``_HashableWithStrictTypeEquality``
-    (``type(a) is type(b) and a == b``). It requires them to be hashable, but
-    the hash does not decide: on JAX 0.9.2 and 0.10.2 an equal value with
-    another hash reuses the trace (`tests/test_jax_agrees.py` checks this).
-    """
-    if type(a) is not type(b):
-        return False
-    try:
-        hash(b)
-    except Exception:  # unhashable: JAX refuses the call
-        return False
-    return a is b or _same(a, b)
-
-
-def _arguments_match(old: Argument, new: Argument) -> bool:
-    if (old.name, old.keyword, old.static) != (new.name, new.keyword, new.static):
-        return False
-    if old.static:
-        return static_equal(old.values[0], new.values[0])
-    if not _same(old.treedef, new.treedef) or len(old.values) != len(new.values):
-        return False
-    return all(_leaf_match(a, b) for a, b in zip(old.values, new.values, strict=True))
-
-
-def _leaf_match(a: Any, b: Any) -> bool:
-    """Abstract values by ``==``; a leaf that is not an array (static under
-    ``static_nonarrays=True``) as JAX keys a static value."""
-    if is_abstract(a) and is_abstract(b):
-        return _same(a, b)
-    return static_equal(a, b)
-
-
-def matches(old: TracedSignature, new: TracedSignature) -> bool:
-    """Whether JAX would run ``new`` from the trace recorded as ``old``.
-
-    Arguments are matched by name: JAX flattens keyword arguments as a dict,
-    in sorted order, so the order they were passed in does not matter.
-    """
-    if not _same(old.abstract_mesh, new.abstract_mesh):
-        return False
-    if not _same(old.config_values, new.config_values):
-        return False
-    earlier = {argument.name: argument for argument in old.recorded}
-    if len(earlier) != len(new.recorded):
-        return False
-    for argument in new.recorded:
-        match = earlier.get(argument.name)
-        if match is None or not _arguments_match(match, argument):
-            return False
-    return True
-
-
-def reused(history: Sequence[TracedSignature], new: TracedSignature) -> TracedSignature | None:
-    """The earlier trace JAX would run ``new`` from, or ``None`` if it would trace."""
-    for old in history:
-        if matches(old, new):
-            return old
-    return None
-
+from tinax._src.diagnosis.reuse import leaf_match, matches, same, static_equal
+from tinax._src.diagnosis.static_values import static_differences
 
 # --- where do they differ? -----------------------------------------------------------------
 
@@ -277,125 +118,6 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
 
 def _how(argument: Argument) -> str:
     return "by keyword" if argument.keyword else "by position"
-
-
-# Static values: located to the field that differs.
-
-
-def _fields(value: Any) -> list[tuple[str, Any]] | None:
-    """``(accessor text, child)`` for a value whose parts can be compared one by one."""
-    kind: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [
-            (f".{field.name}", getattr(value, field.name, None))
-            for field in dataclasses.fields(value)
-            if field.compare
-        ]
-    if attrs.has(kind):
-        return [
-            (f".{field.name}", getattr(value, field.name, None))
-            for field in attrs.fields(kind)
-            if field.eq
-        ]
-    if isinstance(value, tuple) and hasattr(kind, "_fields"):  # a namedtuple
-        names: tuple[str, ...] = getattr(kind, "_fields", ())
-        return [(f".{name}", getattr(value, name, None)) for name in names]  # pyright: ignore[reportUnknownArgumentType]
-    return None
-
-
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
-def static_differences(
-    path: str, old: Any, new: Any, *, detail: str, kind: str, strict: bool = True, depth: int = 0
-) -> list[Difference]:
-    """Where two static values differ, as JAX's cache sees them.
-
-    ``strict`` compares as JAX keys static arguments (type, hash, ``==``); the
-    parts inside are compared with ``==``, as the value's own ``__eq__`` does.
-    """
-    if static_equal(old, new) if strict else (old is new or _same(old, new)):
-        return []
-    before, after = value_text(old), value_text(new)
-    if type(old) is not type(new):
-        if not (callable(old) and callable(new)):  # two functions differ by more than type
-            detail = f"{detail}, type: {_type_name(old)} -> {_type_name(new)}"
-        return [Difference(path, before, after, (kind,), detail)]
-    found: list[Difference] = []
-    if depth < _MAX_DEPTH and nnx_graphdef.is_graphdef(old):  # by attribute path, not index
-        found = _graphdef_differences(path, old, new, detail=detail, kind=kind)
-    if depth < _MAX_DEPTH and not found:
-        found = list(_part_differences(path, old, new, detail=detail, kind=kind, depth=depth))
-    if found:
-        return found
-    if before == after:
-        return [
-            Difference(
-                path,
-                before,
-                after,
-                ("static equality",),
-                f"{_type_name(new)} is equal by repr but not by ==",
-                fix=REBUILT_CALLABLE if callable(new) else None,
-            )
-        ]
-    return [Difference(path, before, after, (kind,), detail)]
-
-
-def _graphdef_differences(
-    path: str, old: Any, new: Any, *, detail: str, kind: str
-) -> list[Difference]:
-    """Two `flax.nnx` GraphDefs compared as the Modules they describe (`nnx_graphdef`)."""
-    found = nnx_graphdef.differences(old, new)
-    if not found:
-        return []
-    where = f"{detail}: an nnx GraphDef, compared attribute by attribute"
-    return [
-        Difference(
-            path + part,
-            ABSENT if before is nnx_graphdef.ABSENT else value_text(before),
-            ABSENT if after is nnx_graphdef.ABSENT else value_text(after),
-            (kind,),
-            where,
-        )
-        for part, before, after in found
-    ]
-
-
-def _part_differences(
-    path: str, old: Any, new: Any, *, detail: str, kind: str, depth: int
-) -> Iterator[Difference]:
-    """The differences between the parts of two values of one type (fields, keys, items)."""
-    nested: dict[str, Any] = {"detail": detail, "kind": kind, "strict": False, "depth": depth + 1}
-    parts = _fields(old)
-    if parts is not None:
-        for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False):
-            yield from static_differences(path + name, a, b, **nested)
-    elif isinstance(old, dict):
-        old_map = cast(dict[Any, Any], old)
-        new_map = cast(dict[Any, Any], new)
-        for key, value in old_map.items():
-            if key not in new_map:
-                yield Difference(f"{path}[{key!r}]", value_text(value), ABSENT, (kind,), detail)
-            else:
-                yield from static_differences(f"{path}[{key!r}]", value, new_map[key], **nested)
-        for key, value in new_map.items():
-            if key not in old_map:
-                yield Difference(f"{path}[{key!r}]", ABSENT, value_text(value), (kind,), detail)
-    elif isinstance(old, list | tuple):
-        old_items = cast(Sequence[Any], old)
-        new_items = cast(Sequence[Any], new)
-        if len(old_items) != len(new_items):
-            yield Difference(
-                path,
-                f"{_type_name(old)} of {len(old_items)}",  # pyright: ignore[reportUnknownArgumentType]
-                f"{_type_name(new)} of {len(new_items)}",
-                (kind,),
-                f"{detail}: length changed",
-            )
-        for index, (a, b) in enumerate(zip(old_items, new_items, strict=False)):
-            yield from static_differences(f"{path}[{index}]", a, b, **nested)
 
 
 # Tree structures: located to the node that differs.
@@ -521,7 +243,7 @@ def _aux_differences(
                 found.append(
                     Difference(path + name, value_text(value), ABSENT, ("static field",), detail)
                 )
-            elif not (value is new_map[name] or _same(value, new_map[name])):
+            elif not (value is new_map[name] or same(value, new_map[name])):
                 found.extend(
                     static_differences(
                         path + name,
@@ -570,7 +292,7 @@ def _tree_differences(
     """The differences between two subtrees, walked node by node."""
     old_node, new_node = _node(old_tree), _node(new_tree)
     if old_node is None and new_node is None:  # two leaves
-        if not _leaf_match(old.argument.values[old_start], new.argument.values[new_start]):
+        if not leaf_match(old.argument.values[old_start], new.argument.values[new_start]):
             yield from _value_differences(path, old, new, old_start, new_start)
         return
     if old_node is None or new_node is None or old_node[0] is not new_node[0]:
@@ -586,7 +308,7 @@ def _tree_differences(
     new_keys = _child_keys(new, new_tree, new_start, depth)
     old_offsets = _offsets(old_children, old_start)
     new_offsets = _offsets(new_children, new_start)
-    if kind is not dict and not _same(old_aux, new_aux):
+    if kind is not dict and not same(old_aux, new_aux):
         yield from _aux_differences(path, kind, old_aux, new_aux, old_keys)
     if kind is dict or (_keyed(kind) and old_keys != new_keys):
         new_index = {key: index for index, key in enumerate(new_keys)}
@@ -698,9 +420,9 @@ def _argument_differences(old: Argument, new: Argument) -> list[Difference]:
             )
         return found
     old_side, new_side = _Side(old), _Side(new)
-    if _same(old.treedef, new.treedef):  # the common case: compare leaf by leaf
+    if same(old.treedef, new.treedef):  # the common case: compare leaf by leaf
         for index, (before, after) in enumerate(zip(old.values, new.values, strict=True)):
-            if _leaf_match(before, after):
+            if leaf_match(before, after):
                 continue
             path = new_side.leaf(index).path
             found.extend(_value_differences(path, old_side, new_side, index, index))
@@ -725,14 +447,14 @@ def differences(old: TracedSignature, new: TracedSignature) -> tuple[Difference,
     also empty, in principle, for a difference the signature cannot show.
     """
     found: list[Difference] = []
-    if not _same(old.abstract_mesh, new.abstract_mesh):
+    if not same(old.abstract_mesh, new.abstract_mesh):
         before, after = mesh_text(old.abstract_mesh), mesh_text(new.abstract_mesh)
         if before == after:
             before, after = str(old.abstract_mesh), str(new.abstract_mesh)
         found.append(Difference("ambient mesh", before, after, ("mesh",), "mesh"))
     old_config = dict(old.config_values)
     for name, value in new.config_values:
-        if name in old_config and not _same(old_config[name], value):
+        if name in old_config and not same(old_config[name], value):
             before, after = repr(old_config[name]), repr(value)
             found.append(Difference(f"jax config {name}", before, after, ("config",), "config"))
     old_arguments = {argument.name: argument for argument in old.recorded}

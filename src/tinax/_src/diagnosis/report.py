@@ -16,8 +16,8 @@ from typing import Any
 
 import attrs
 
-from tinax._src.diagnosis import compare, elide
-from tinax._src.diagnosis.compare import Difference
+from tinax._src.diagnosis import compare, elide, kinds, reuse
+from tinax._src.diagnosis.kinds import Difference
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.errors import TraceBudgetError
 
@@ -245,7 +245,7 @@ def explain(
             attempt=attempt,
             raises=raises,
         )
-    reuses = compare.reused([trace for trace in history if trace.number > cleared], signature)
+    reuses = reuse.reused([trace for trace in history if trace.number > cleared], signature)
     best, found = (reuses, ()) if reuses is not None else compare.closest(history, signature)
     return Explanation(
         function_name=name,
@@ -273,7 +273,7 @@ def explanation_lines(
     if best is None:
         return [_first_call_line(signature)]
     if not found:
-        if compare.matches(best, signature):
+        if reuse.matches(best, signature):
             because = "its cache was emptied (jax.clear_caches() or clear_cache())"
             if not signature.config_values:  # JAX < 0.10 does not name its config options
                 because += " or a JAX config option changed (this JAX version does not name them)"
@@ -299,7 +299,7 @@ def explanation_lines(
     for difference in found:
         for kind in difference.kinds:
             if kind not in fixes:
-                fixes[kind] = difference.fix or compare.HINTS[kind]
+                fixes[kind] = difference.fix or kinds.HINTS[kind]
     lines.extend(fit(f"  {kind}: {fix}") for kind, fix in fixes.items())
     if all(_on_self(difference) for difference in found):
         lines.append(fit(f"  self: {_SHARED_SELF}"))
@@ -368,8 +368,8 @@ def elide_pair(before: str, after: str, limit: int) -> tuple[str, str]:
 
 
 def _line(path: str, before: str, after: str, detail: str) -> str:
-    if before == compare.ABSENT or after == compare.ABSENT:
-        added = before == compare.ABSENT
+    if before == kinds.ABSENT or after == kinds.ABSENT:
+        added = before == kinds.ABSENT
         text = after if added else before
         return fit(f"{path}: {'added' if added else 'removed'} ({_window(text, 0, 120)})")
     room = max((LINE_LIMIT - len(path) - len(detail) - 12) // 2, 40)

@@ -32,7 +32,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinax._src import private
-from tinax._src.diagnosis import compare, report
+from tinax._src.diagnosis import compare, report, reuse
+from tinax._src.diagnosis.kinds import HINTS
 from tinax._src.multiprocess import job_failure
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def _unpacked(data: bytes) -> tuple[str, TracedSignature | None]:
 def _same(mine: tuple[str, TracedSignature | None], theirs: tuple[str, Any]) -> bool:
     if mine[1] is not None and theirs[1] is not None:
         try:
-            return compare.matches(mine[1], theirs[1])
+            return reuse.matches(mine[1], theirs[1])
         except Exception:
             pass
     return mine[0] == theirs[0]
@@ -256,7 +257,7 @@ def disagreement(
     fixes: dict[str, str] = {}
     for difference in found:
         for kind in difference.kinds:
-            fixes.setdefault(kind, difference.fix or compare.HINTS[kind])
+            fixes.setdefault(kind, difference.fix or HINTS[kind])
     if fixes:
         lines.append("How to fix:")
         lines.extend(report.fit(f"  {kind}: {fix}") for kind, fix in fixes.items())

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 
-from tinax._src.diagnosis import compare, report
+from tinax._src.diagnosis import report, reuse
 from tinax._src.errors import TraceBudgetWarning
 from tinax._src.observe.sites import CACHE_LIMIT, construction_site, shown, warn
 
@@ -150,7 +150,7 @@ def _same(a: object, b: object) -> bool:
 def _same_signature(earlier: TracedSignature, call: TracedSignature) -> bool:
     """Whether JAX's trace cache would treat the two alike."""
     try:
-        return compare.matches(earlier, call)
+        return reuse.matches(earlier, call)
     except Exception:
         return False
 

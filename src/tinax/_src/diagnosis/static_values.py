@@ -1,0 +1,134 @@
+"""Static values located to the part that differs: the field of a dataclass, attrs class,
+namedtuple or equinox Module, the key of a dict, the item of a list, the attribute of
+an nnx GraphDef."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import Any, cast
+
+import attrs
+
+from tinax._src.diagnosis import nnx_graphdef
+from tinax._src.diagnosis.kinds import ABSENT, MAX_DEPTH, REBUILT_CALLABLE, Difference
+from tinax._src.diagnosis.record import (
+    value_text,
+)
+from tinax._src.diagnosis.reuse import same, static_equal
+
+
+def _fields(value: Any) -> list[tuple[str, Any]] | None:
+    """``(accessor text, child)`` for a value whose parts can be compared one by one."""
+    kind: type[Any] = type(value)  # pyright: ignore[reportUnknownVariableType]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [
+            (f".{field.name}", getattr(value, field.name, None))
+            for field in dataclasses.fields(value)
+            if field.compare
+        ]
+    if attrs.has(kind):
+        return [
+            (f".{field.name}", getattr(value, field.name, None))
+            for field in attrs.fields(kind)
+            if field.eq
+        ]
+    if isinstance(value, tuple) and hasattr(kind, "_fields"):  # a namedtuple
+        names: tuple[str, ...] = getattr(kind, "_fields", ())
+        return [(f".{name}", getattr(value, name, None)) for name in names]  # pyright: ignore[reportUnknownArgumentType]
+    return None
+
+
+def type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def static_differences(
+    path: str, old: Any, new: Any, *, detail: str, kind: str, strict: bool = True, depth: int = 0
+) -> list[Difference]:
+    """Where two static values differ, as JAX's cache sees them.
+
+    ``strict`` compares as JAX keys static arguments (type, hash, ``==``); the
+    parts inside are compared with ``==``, as the value's own ``__eq__`` does.
+    """
+    if static_equal(old, new) if strict else (old is new or same(old, new)):
+        return []
+    before, after = value_text(old), value_text(new)
+    if type(old) is not type(new):
+        if not (callable(old) and callable(new)):  # two functions differ by more than type
+            detail = f"{detail}, type: {type_name(old)} -> {type_name(new)}"
+        return [Difference(path, before, after, (kind,), detail)]
+    found: list[Difference] = []
+    if depth < MAX_DEPTH and nnx_graphdef.is_graphdef(old):  # by attribute path, not index
+        found = _graphdef_differences(path, old, new, detail=detail, kind=kind)
+    if depth < MAX_DEPTH and not found:
+        found = list(_part_differences(path, old, new, detail=detail, kind=kind, depth=depth))
+    if found:
+        return found
+    if before == after:
+        return [
+            Difference(
+                path,
+                before,
+                after,
+                ("static equality",),
+                f"{type_name(new)} is equal by repr but not by ==",
+                fix=REBUILT_CALLABLE if callable(new) else None,
+            )
+        ]
+    return [Difference(path, before, after, (kind,), detail)]
+
+
+def _graphdef_differences(
+    path: str, old: Any, new: Any, *, detail: str, kind: str
+) -> list[Difference]:
+    """Two `flax.nnx` GraphDefs compared as the Modules they describe (`nnx_graphdef`)."""
+    found = nnx_graphdef.differences(old, new)
+    if not found:
+        return []
+    where = f"{detail}: an nnx GraphDef, compared attribute by attribute"
+    return [
+        Difference(
+            path + part,
+            ABSENT if before is nnx_graphdef.ABSENT else value_text(before),
+            ABSENT if after is nnx_graphdef.ABSENT else value_text(after),
+            (kind,),
+            where,
+        )
+        for part, before, after in found
+    ]
+
+
+def _part_differences(
+    path: str, old: Any, new: Any, *, detail: str, kind: str, depth: int
+) -> Iterator[Difference]:
+    """The differences between the parts of two values of one type (fields, keys, items)."""
+    nested: dict[str, Any] = {"detail": detail, "kind": kind, "strict": False, "depth": depth + 1}
+    parts = _fields(old)
+    if parts is not None:
+        for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False):
+            yield from static_differences(path + name, a, b, **nested)
+    elif isinstance(old, dict):
+        old_map = cast(dict[Any, Any], old)
+        new_map = cast(dict[Any, Any], new)
+        for key, value in old_map.items():
+            if key not in new_map:
+                yield Difference(f"{path}[{key!r}]", value_text(value), ABSENT, (kind,), detail)
+            else:
+                yield from static_differences(f"{path}[{key!r}]", value, new_map[key], **nested)
+        for key, value in new_map.items():
+            if key not in old_map:
+                yield Difference(f"{path}[{key!r}]", ABSENT, value_text(value), (kind,), detail)
+    elif isinstance(old, list | tuple):
+        old_items = cast(Sequence[Any], old)
+        new_items = cast(Sequence[Any], new)
+        if len(old_items) != len(new_items):
+            yield Difference(
+                path,
+                f"{type_name(old)} of {len(old_items)}",  # pyright: ignore[reportUnknownArgumentType]
+                f"{type_name(new)} of {len(new_items)}",
+                (kind,),
+                f"{detail}: length changed",
+            )
+        for index, (a, b) in enumerate(zip(old_items, new_items, strict=False)):
+            yield from static_differences(f"{path}[{index}]", a, b, **nested)
