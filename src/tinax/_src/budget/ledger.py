@@ -30,6 +30,8 @@ class Ledger:
         "lock",
         "on_exceed",
         "owner",
+        "rank",
+        "rounds",
         "used",
     )
 
@@ -43,6 +45,8 @@ class Ledger:
         self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
         self.on_exceed: str | None = None
         self.owner: Callable[[], Any] | None = None
+        self.rank = 0  # among the objects built at its place, in order (trace agreement)
+        self.rounds = 0  # traces checked across processes (trace agreement)
 
     def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
         """``(history, traces used, number the next trace would have, traces cleared

@@ -27,7 +27,6 @@ import os
 import pickle
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,22 +46,29 @@ _MAX_LISTED = 12
 _MAX_NAME = 60
 
 _lock = threading.Lock()
-_built: dict[tuple[str, str], int] = {}  # (function, place built) -> objects built there so far
-_identities: weakref.WeakKeyDictionary[Ledger, str] = weakref.WeakKeyDictionary()
-_rounds: weakref.WeakKeyDictionary[Ledger, int] = weakref.WeakKeyDictionary()
+_built: dict[tuple[str, int] | None, int] = {}  # place built -> objects built there so far
 _mesh_processes: dict[Mesh, tuple[int, ...]] = {}
 
 
-def constructed(ledger: Ledger, function: Callable[..., Any]) -> None:
-    """Gives a new object its identity across processes: function, place built, and its
-    rank among the objects built there."""
+def constructed(ledger: Ledger) -> None:
+    """Gives a new object its rank among the objects built at its place (wrap time: a
+    dictionary update; the identity text is made only at a trace that is checked)."""
     birth = ledger.birth
-    place = "?" if birth is None else f"{os.path.basename(birth[0][0])}:{birth[0][1]}"
-    name = _name(function)
+    place = None if birth is None else birth[0]
     with _lock:
-        rank = _built.get((name, place), 0)
-        _built[(name, place)] = rank + 1
-        _identities[ledger] = f"{name} built at {place}, #{rank}"
+        rank = _built.get(place, 0)
+        _built[place] = rank + 1
+    ledger.rank = rank
+
+
+def _identity(ledger: Ledger, function: Callable[..., Any]) -> str | None:
+    """What every process calls this object: function, file name and line where it was
+    built, and its rank among the objects built there."""
+    birth = ledger.birth
+    if birth is None:
+        return None
+    filename, line = birth[0]
+    return f"{_name(function)} built at {os.path.basename(filename)}:{line}, #{ledger.rank}"
 
 
 def _name(function: Callable[..., Any]) -> str:
@@ -130,12 +136,12 @@ def check(
     processes = _processes(mesh)
     if len(processes) < 2 or job.index not in processes:
         return
-    identity = _identities.get(ledger)
+    identity = _identity(ledger, function)
     if identity is None:
         return
     with _lock:
-        round_ = _rounds.get(ledger, 0) + 1
-        _rounds[ledger] = round_
+        ledger.rounds += 1
+        round_ = ledger.rounds
     digest = hashlib.sha1(identity.encode(), usedforsecurity=False).hexdigest()[:24]
     base = f"{_PREFIX}{digest}/{round_}/"
     payload = _payload(call)

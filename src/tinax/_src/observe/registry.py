@@ -31,7 +31,7 @@ def register(owner: Any, ledger: Ledger) -> None:
     # there (sys._getframe materializes only the frame it returns; each f_back, one more).
     ledger.birth = rebuilt.birth(owner, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
     ledger.on_exceed = owner.on_exceed
-    trace_agreement.constructed(ledger, owner.function)  # its identity across processes
+    trace_agreement.constructed(ledger)  # its rank, for its identity across processes
     ref = weakref.ref(owner)
     ledger.owner = ref
     if watchers.built_hook is not None:  # a test session's budgets (--tinax-budgets)
