@@ -40,26 +40,35 @@ def text_blocks(page):
     return [match.span(1) for match in re.finditer(r"```text\n(.*?)\n?```", page, re.DOTALL)]
 
 
-def test_debugging_retraces_page_shows_the_real_output():
-    """Each section the script prints is the page's next ``text`` block, verbatim.
-
-    With ``TINAX_REGENERATE_DOCS=1`` the test writes the output into the page
-    instead (then check the diff and commit it).
-    """
-    out = run_example("retraces.py")
-    path = ROOT / "docs" / "debugging-retraces.md"
+def assert_page_shows(out, page_name, count, *, section=None, normalize=lambda text: text):
+    """Each section an example printed (``=== title`` lines) is the next ``text`` block of
+    the page (or of its ``## section``), verbatim after ``normalize``. With
+    ``TINAX_REGENERATE_DOCS=1`` the output is written into the page instead (then check
+    the diff and commit it)."""
+    path = ROOT / "docs" / page_name
     page = path.read_text()
-    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
-    blocks = text_blocks(page)
-    assert len(sections) == len(blocks) == 8
+    start, end = 0, len(page)
+    if section is not None:
+        start = page.index(f"\n## {section}\n")
+        following = page.find("\n## ", start + 1)
+        end = len(page) if following < 0 else following
+    sections = [part.partition("\n") for part in out.split("\n=== ")[1:]]
+    blocks = [(a + start, b + start) for a, b in text_blocks(page[start:end])]
+    assert len(sections) == len(blocks) == count
     if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
-        for (start, end), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
-            page = page[:start] + body.rstrip() + page[end:]
+        for (a, b), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
+            page = page[:a] + body.rstrip() + page[b:]
         path.write_text(page)
-        blocks = text_blocks(page)
-    for (start, end), (title, _, body) in zip(blocks, sections, strict=True):
-        shown, printed = untimed(page[start:end]), untimed(body.rstrip())
+        return
+    for (a, b), (title, _, body) in zip(blocks, sections, strict=True):
+        shown, printed = normalize(page[a:b]), normalize(body.rstrip())
         assert shown == printed, f"section {title!r} is out of date"
+
+
+def test_debugging_retraces_page_shows_the_real_output():
+    """Each section the script prints is the page's next ``text`` block, verbatim but for
+    durations."""
+    assert_page_shows(run_example("retraces.py"), "debugging-retraces.md", 8, normalize=untimed)
 
 
 def untimed(text):
@@ -70,21 +79,9 @@ def untimed(text):
 
 
 def test_porting_page_shows_the_real_output():
-    """As for the retraces page: each printed section is the page's next ``text`` block
-    (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    """As for the retraces page: each printed section is the page's next ``text`` block."""
     out = run_example("porting.py")
-    path = ROOT / "docs" / "porting.md"
-    page = path.read_text()
-    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
-    blocks = text_blocks(page)
-    assert len(sections) == len(blocks) == 4
-    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
-        for (start, end), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
-            page = page[:start] + body.rstrip() + page[end:]
-        path.write_text(page)
-        blocks = text_blocks(page)
-    for (start, end), (title, _, body) in zip(blocks, sections, strict=True):
-        assert page[start:end] == body.rstrip(), f"section {title!r} is out of date"
+    assert_page_shows(out, "porting.md", 4)
     assert "same numbers as jax.jit: True" in out
     assert "donated input deleted: True" in out
     assert "  n: 2 -> 3 (static argument value)" in out
@@ -92,24 +89,9 @@ def test_porting_page_shows_the_real_output():
 
 def test_models_page_nnx_section_shows_the_real_output():
     """As for the retraces page, within the page's ``## flax.nnx`` section only (the
-    page has a section per library): each printed section of examples/models_nnx.py is
-    the section's next ``text`` block (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
+    page has a section per library)."""
     out = run_example("models_nnx.py")
-    path = ROOT / "docs" / "models.md"
-    page = path.read_text()
-    start = page.index("\n## flax.nnx\n")
-    end = page.find("\n## ", start + 1)
-    end = len(page) if end < 0 else end
-    sections = [section.partition("\n") for section in out.split("\n=== ")[1:]]
-    blocks = [(a + start, b + start) for a, b in text_blocks(page[start:end])]
-    assert len(sections) == len(blocks) == 5
-    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
-        for (a, b), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
-            page = page[:a] + body.rstrip() + page[b:]
-        path.write_text(page)
-        return
-    for (a, b), (title, _, body) in zip(blocks, sections, strict=True):
-        assert page[a:b] == body.rstrip(), f"section {title!r} is out of date"
+    assert_page_shows(out, "models.md", 5, section="flax.nnx")
     assert "same weights and statistics as nnx.jit: True" in out
     assert "  graphdef.temperature: 1.0 -> 2.0 (static argument value" in out
     assert "  model.bn.use_running_average: False -> True (static field of BatchNorm)" in out
