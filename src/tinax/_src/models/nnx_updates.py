@@ -24,19 +24,19 @@ trace or call needs them (no nnx object can exist before flax is imported).
 
 from __future__ import annotations
 
-import inspect
 import operator
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from typing import Any, cast
 
 import jax
 import numpy as np
 
 from tinax._src import private
-from tinax._src.diagnosis import report
+from tinax._src.diagnosis import record, report
 from tinax._src.wrappers import validation
+from tinax._src.wrappers.jit_options import NO_STATICS
 
 # --- the option ---------------------------------------------------------------------------
 
@@ -87,31 +87,6 @@ def _key_text(key: Any) -> str:
 def _path_text(name: str, path: tuple[Any, ...]) -> str:
     """A path as the user writes it: ``model.bn.mean``, ``optimizer.opt_state[0].mu['w']``."""
     return name + "".join(_key_text(key) for key in path)
-
-
-def _named(
-    signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> Iterator[tuple[str, Any]]:
-    """``(name as the user wrote it, value)`` per argument of a call."""
-    if signature is not None:
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            pass
-        else:
-            for name, value in bound.arguments.items():
-                kind = signature.parameters[name].kind
-                if kind is inspect.Parameter.VAR_POSITIONAL:
-                    for index, item in enumerate(cast(tuple[Any, ...], value)):
-                        yield f"{name}[{index}]", item
-                elif kind is inspect.Parameter.VAR_KEYWORD:
-                    yield from cast(dict[str, Any], value).items()
-                else:
-                    yield name, value
-            return
-    for index, value in enumerate(args):
-        yield f"args[{index}]", value
-    yield from kwargs.items()
 
 
 # --- watching a trace ---------------------------------------------------------------------
@@ -295,7 +270,8 @@ def watched(
         seen: _Watched | None = None
         if kinds is not None:
             try:
-                seen = _Watched(kinds[1], list(_named(signature.get(), args, kwargs)))
+                named = record.named_arguments(signature.get(), NO_STATICS, args, kwargs)
+                seen = _Watched(kinds[1], [(name, value) for name, _, value, *_ in named])
             except Exception:  # an exotic argument: watching must never break the trace
                 seen = None
         out = function(*args, **kwargs)

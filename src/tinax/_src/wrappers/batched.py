@@ -93,70 +93,37 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         max_traces = validation.check_max_traces(_API, self.max_traces)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        propagate = nnx_updates.check_propagate_updates(_API, self.propagate_updates)
         vmap_options = validation.check_vmap_options(
             _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
         )
         signature = validation.LazySignature(function)
-        options = jit_options.parse(
-            _API,
-            signature,
-            static_argnames=self.static_argnames,
-            donate_argnames=self.donate_argnames,
-            static_argnums=self.static_argnums,
-            donate_argnums=self.donate_argnums,
-            in_shardings=self.in_shardings,
-            out_shardings=self.out_shardings,
-            keep_unused=self.keep_unused,
-            device=self.device,
-            backend=self.backend,
-            inline=self.inline,
-            compiler_options=self.compiler_options,
-            mesh=mesh,
-        )
-        static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
-        nnx_updates.check_with_nonarrays(_API, propagate, static_nonarrays)
         set_(self, "axis_size", axis_size)
         set_(self, "max_traces", max_traces)
         set_(self, "on_exceed", on_exceed)
         set_(self, "sum_match", bool(self.sum_match))
-        set_(self, "static_argnames", options.static_argnames)
-        set_(self, "donate_argnames", options.donate_argnames)
-        set_(self, "static_argnums", options.static_argnums)
-        set_(self, "donate_argnums", options.donate_argnums)
-        set_(self, "keep_unused", bool(self.keep_unused))
-        set_(self, "inline", bool(self.inline))
-        set_(self, "static_nonarrays", static_nonarrays)
-        statics = options.statics
-        if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
-            statics = statics._replace(nonarrays=True)
-        set_(self, "propagate_updates", propagate)
+        parsed = common.parse_jit_options(self, _API, signature, mesh)
+        static_nonarrays, statics = parsed.static_nonarrays, parsed.statics
         # Watched per example, under jax.vmap: an assignment there is where it is lost.
-        per_example = nnx_updates.watched(function, propagate, function, signature, batched=True)
+        per_example = nnx_updates.watched(
+            function, parsed.propagate_updates, function, signature, batched=True
+        )
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
         in_axes, out_axes = self.in_axes, self.out_axes
 
         def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
             if static_nonarrays:  # leaves that are not arrays are not batched
                 return nonarrays.vmapped(inner, in_axes, out_axes, axis_size, vmap_options)
-            if options.statics != jit_options.NO_STATICS:  # static arguments are not batched
-                return _batch_dynamic(
-                    inner, options.statics, in_axes, out_axes, axis_size, vmap_options
-                )
+            if statics != jit_options.NO_STATICS:  # static arguments are not batched
+                return _batch_dynamic(inner, statics, in_axes, out_axes, axis_size, vmap_options)
             return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
 
+        # Built in every case: jax.vmap checks in_axes/out_axes now, at wrap time, also where
+        # the call is batched by a split that builds its jax.vmap only at trace time.
         batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
-        if static_nonarrays or options.statics != jit_options.NO_STATICS:
+        if static_nonarrays or statics != jit_options.NO_STATICS:
             batched = batch(per_example)
-        kwargs = options.jit_kwargs
-        if static_nonarrays:
-            kwargs = {**kwargs, "static_argnums": 1}
-
-        def jit(counted: Callable[..., Any]) -> Any:
-            return jit_options.jit(_API, counted, kwargs)
-
         common.build(
-            self, function, batched, max_traces, signature, statics, mesh, jit, around=batch
+            self, function, batched, max_traces, signature, statics, mesh, parsed.jit, around=batch
         )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call

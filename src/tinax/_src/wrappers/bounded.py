@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src.models import nnx_updates, nonarrays
 from tinax._src.wrappers import common, jit_options, validation
 
 P = ParamSpec("P")
@@ -81,57 +80,20 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         signature = validation.LazySignature(function)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        propagate = nnx_updates.check_propagate_updates(_API, self.propagate_updates)
-        options = jit_options.parse(
-            _API,
-            signature,
-            static_argnames=self.static_argnames,
-            donate_argnames=self.donate_argnames,
-            static_argnums=self.static_argnums,
-            donate_argnums=self.donate_argnums,
-            in_shardings=self.in_shardings,
-            out_shardings=self.out_shardings,
-            keep_unused=self.keep_unused,
-            device=self.device,
-            backend=self.backend,
-            inline=self.inline,
-            compiler_options=self.compiler_options,
-            mesh=mesh,
-        )
-        static_nonarrays = nonarrays.check(_API, self.static_nonarrays, options, self.in_shardings)
-        nnx_updates.check_with_nonarrays(_API, propagate, static_nonarrays)
         set_(self, "max_traces", max_traces)
-        set_(self, "static_argnames", options.static_argnames)
-        set_(self, "donate_argnames", options.donate_argnames)
-        set_(self, "static_argnums", options.static_argnums)
-        set_(self, "donate_argnums", options.donate_argnums)
-        set_(self, "keep_unused", bool(self.keep_unused))
-        set_(self, "inline", bool(self.inline))
-        set_(self, "static_nonarrays", static_nonarrays)
-        statics = options.statics
-        if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
-            statics = statics._replace(nonarrays=True)
         set_(self, "on_exceed", on_exceed)
-        set_(self, "propagate_updates", propagate)
-        kwargs = options.jit_kwargs
-        if static_nonarrays:
-            kwargs = {**kwargs, "static_argnums": 1}
-
-        def jit(counted: Callable[..., Any]) -> Any:
-            return jit_options.jit(_API, counted, kwargs)
-
-        donating = bool(options.donate_argnums or options.donate_argnames)
+        parsed = common.parse_jit_options(self, _API, signature, mesh)
         common.build(
             self,
             function,
             function,
             max_traces,
             signature,
-            statics,
+            parsed.statics,
             mesh,
-            jit,
-            propagate_updates=propagate,
-            donating=donating,
+            parsed.jit,
+            propagate_updates=parsed.propagate_updates,
+            donating=parsed.donating,
         )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call

@@ -49,6 +49,65 @@ def page_defaults(factory: Callable[..., Any]) -> None:
             defaults[name] = jit_options.NO_NAMES
 
 
+@attrs.frozen
+class JitOptions:
+    """What `parse_jit_options` leaves the class to do: the statics its calls have, how to
+    compile the counted function, and the model options, checked."""
+
+    statics: jit_options.Statics
+    jit: Callable[[Callable[..., Any]], Any]
+    static_nonarrays: bool
+    propagate_updates: bool | None
+    donating: bool
+
+
+def parse_jit_options(
+    owner: Any, api: str, signature: validation.LazySignature, mesh: Mesh | None
+) -> JitOptions:
+    """Checks ``owner``'s `jax.jit` options and model options (``static_nonarrays``,
+    ``propagate_updates``), the same fields on both classes, and sets the normalized
+    ones on it. Returns what building the compiled callable needs."""
+    setattr_ = object.__setattr__
+    propagate = nnx_updates.check_propagate_updates(api, owner.propagate_updates)
+    options = jit_options.parse(
+        api,
+        signature,
+        static_argnames=owner.static_argnames,
+        donate_argnames=owner.donate_argnames,
+        static_argnums=owner.static_argnums,
+        donate_argnums=owner.donate_argnums,
+        in_shardings=owner.in_shardings,
+        out_shardings=owner.out_shardings,
+        keep_unused=owner.keep_unused,
+        device=owner.device,
+        backend=owner.backend,
+        inline=owner.inline,
+        compiler_options=owner.compiler_options,
+        mesh=mesh,
+    )
+    static_nonarrays = nonarrays.check(api, owner.static_nonarrays, options, owner.in_shardings)
+    nnx_updates.check_with_nonarrays(api, propagate, static_nonarrays)
+    setattr_(owner, "static_argnames", options.static_argnames)
+    setattr_(owner, "donate_argnames", options.donate_argnames)
+    setattr_(owner, "static_argnums", options.static_argnums)
+    setattr_(owner, "donate_argnums", options.donate_argnums)
+    setattr_(owner, "keep_unused", bool(owner.keep_unused))
+    setattr_(owner, "inline", bool(owner.inline))
+    setattr_(owner, "static_nonarrays", static_nonarrays)
+    setattr_(owner, "propagate_updates", propagate)
+    statics = options.statics
+    kwargs = options.jit_kwargs
+    if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
+        statics = statics._replace(nonarrays=True)
+        kwargs = {**kwargs, "static_argnums": 1}
+
+    def jit(counted: Callable[..., Any]) -> Any:
+        return jit_options.jit(api, counted, kwargs)
+
+    donating = bool(options.donate_argnums or options.donate_argnames)
+    return JitOptions(statics, jit, static_nonarrays, propagate, donating)
+
+
 def build(
     owner: Any,
     function: Callable[..., Any],
