@@ -211,6 +211,17 @@ class TestCopiedAttributes:
         assert make_bounded(tagged, max_traces=1).some_value == 42
         assert make_batched(tagged, max_traces=1).some_value == 42
 
+    def test_a_docstring_that_cannot_be_read_as_a_bool_is_empty(self, make_bounded):
+        class Unreadable:
+            def __bool__(self):
+                raise RuntimeError("no truth value")
+
+        def documented(x):
+            return x
+
+        documented.__doc__ = Unreadable()
+        assert make_bounded(documented, max_traces=1).__doc__ == ""
+
     def test_instance_attributes_of_a_callable_are_visible(self, make_bounded):
         assert make_bounded(Scaler(3.0), max_traces=1).factor == 3.0
 

@@ -828,6 +828,29 @@ class TestRebuiltWrapper:
         monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/test_x.py::test_a (call)")
         assert rebuilt.current_test_run() == ("tests/test_x.py::test_a (call)", None)
 
+    def test_a_process_started_by_a_test_reads_the_inherited_test(self):
+        # Such a process has the variable from its parent, and has not imported pytest.
+        code = (
+            "import sys; from tinax._src.observe import rebuilt; "
+            "assert '_pytest' not in sys.modules; print(rebuilt.current_test_run()[0])"
+        )
+        environment = {**os.environ, "PYTEST_CURRENT_TEST": "tests/test_x.py::test_a (call)"}
+        result = subprocess.run(
+            [sys.executable, "-c", code], env=environment, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "tests/test_x.py::test_a (call)"
+
+    def test_a_trace_after_the_object_is_dropped_is_counted_without_the_check(self):
+        # The rebuilt-wrapper check reads the object's options at its first trace; a
+        # held jax.jit object (its __call__) outlives it, and must still trace.
+        step = bounded_jit(lambda x: x + 1.0, max_traces=1)
+        ledger, call = step._ledger, step.__call__
+        del step
+        gc.collect()
+        assert call(jnp.ones(2)).tolist() == [2.0, 2.0]
+        assert ledger.used == 1
+
     def test_is_silent_for_distinct_functions_built_at_one_place(self):
         functions = [lambda x, k=k: x * k for k in range(6)]
         with warnings.catch_warnings():

@@ -1,6 +1,7 @@
 """Object behaviour: introspection, repr, identity, metadata, binding, kinds of function."""
 
 import functools
+import gc
 import inspect
 
 import attrs
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tinax._src.wrappers import validation
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
 
@@ -323,6 +325,17 @@ class TestSignatureReuse:
         first = bounded_jit(g, max_traces=1, static_argnames="n")
         second = bounded_jit(g, max_traces=1)
         assert self._signature_of(second) is self._signature_of(first)
+
+    def test_a_dead_function_is_forgotten(self):
+        def g(x):
+            return x
+
+        bounded_jit(g, max_traces=1)
+        key = id(g)
+        assert validation._SIGNATURES[key][0]() is g
+        del g
+        gc.collect()
+        assert key not in validation._SIGNATURES
 
     def test_replaced_defaults_are_read_again(self):
         def g(x, n=2):

@@ -170,6 +170,10 @@ def jax_names(function: Callable[..., Any]) -> tuple[str, str]:
     JAX's ``wraps`` sets it. Where JAX would fail (an attribute that raises, or
     is not a ``str``), the name is ``<unnamed function>``.
     """
+    if type(function) is types.FunctionType:  # a def or lambda: its own names, both str
+        name, qualname = function.__name__, function.__qualname__
+        if type(name) is str and type(qualname) is str:
+            return name, qualname
     name: str | None = None
     target: object = function
     try:
@@ -209,7 +213,7 @@ def _present_as(
     # JAX unwraps partials, then ``__wrapped__``, for the source location in its
     # messages ("g at file.py:3"); partials are removed here, since JAX does not
     # look through a partial reached from ``__wrapped__``.
-    inner = _inner(function)
+    inner = function if type(function) is types.FunctionType else _inner(function)
     if not _plain_function(inner):  # a plain function has no __wrapped__ chain to check
         try:
             inspect.unwrap(cast(Callable[..., Any], inner))

@@ -34,13 +34,17 @@ REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same s
 TestRun = tuple[str | None, weakref.ref[Any] | None]
 _NOT_IN_A_TEST: TestRun = (None, None)
 _PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"
+# A process started by a test inherits the variable without importing pytest: read it.
+_INHERITED = _PYTEST_VARIABLE in os.environ
 
 
 def current_test_run() -> TestRun:
     """``(pytest's current test, a weak reference to hypothesis's current example)``;
     ``(None, None)`` outside tests. Imports nothing: hypothesis is asked only when the
     program has imported it."""
-    test = os.environ.get(_PYTEST_VARIABLE)
+    test = None
+    if _INHERITED or "_pytest" in sys.modules:  # else reading the variable costs 0.7 us
+        test = os.environ.get(_PYTEST_VARIABLE)
     example = None
     control = sys.modules.get("hypothesis.control")
     if control is not None:
@@ -114,20 +118,14 @@ def _identity(function: object) -> tuple[tuple[int, ...], object]:
     return (id(function),), function
 
 
-def birth(
-    owner: Any, frame: types.FrameType
-) -> tuple[tuple[str, int], tuple[Any, ...], Any, object, TestRun] | None:
-    """``(place built, key of its places table, weak reference that identifies the
-    function, options, test run)`` of a new object, or ``None`` if no user code built it."""
+def birth(frame: types.FrameType) -> tuple[tuple[str, int], TestRun] | None:
+    """``(place built, test run)`` of a new object, or ``None`` if no user code built it:
+    what only wrap time knows. The function's identity and the options are read at the
+    first trace (`check_rebuilt`), from the object, whose fields are frozen."""
     built_at = construction_site(frame)
     if built_at is None:
         return None
-    ids, life = _identity(owner.function)
-    try:
-        alive = weakref.ref(life)
-    except TypeError:  # not weakly referenceable (a builtin): lives as long as ever
-        alive = None
-    return built_at, (built_at, ids), alive, _options(owner), current_test_run()
+    return built_at, current_test_run()
 
 
 def _options(owner: Any) -> tuple[type, object]:
@@ -192,15 +190,21 @@ def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSign
     test still counts up.
     """
     ledger.first_traced = True
-    if ledger.birth is None:
+    owner = None if ledger.owner is None else ledger.owner()
+    if ledger.birth is None or owner is None:  # not built by user code, or dropped already
         return
-    built_at, key, alive, options, run = ledger.birth
+    built_at, run = ledger.birth
+    ids, life = _identity(function)
+    key = (built_at, ids)
+    options = _options(owner)
     site = _sites.get(key)
     if site is not None and site.alive is not None and site.alive() is None:
         site = None  # the function died and its id was reused
     if site is None or not _same(site.options, options) or not _same_run(site.run, run):
-        if alive is not None and (life := alive()) is not None:  # gone with its function
+        try:  # the place is forgotten with its function
             alive = weakref.ref(life, functools.partial(_forget, key))
+        except TypeError:  # not weakly referenceable (a builtin): lives as long as ever
+            alive = None
         _sites[key] = _Site(alive, options, call, run)  # one dict store: atomic
         if len(_sites) >= _sites_prune_at:
             with _sites_lock:
@@ -215,8 +219,7 @@ def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSign
         if should_warn:
             site.warned = True
         count = site.count
-    owner = None if ledger.owner is None else ledger.owner()
-    if should_warn and owner is not None:
+    if should_warn:
         warning = _rebuilt_warning(owner, function, built_at, count, call, run)
         warn(warning, site=built_at)
 

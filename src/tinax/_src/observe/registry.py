@@ -29,7 +29,7 @@ def register(owner: Any, ledger: Ledger) -> None:
     global _prune_at
     # Two frames up, the class's __attrs_post_init__: the walk to the user's code starts
     # there (sys._getframe materializes only the frame it returns; each f_back, one more).
-    ledger.birth = rebuilt.birth(owner, sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    ledger.birth = rebuilt.birth(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
     ledger.on_exceed = owner.on_exceed
     trace_agreement.constructed(ledger)  # its rank, for its identity across processes
     ref = weakref.ref(owner)

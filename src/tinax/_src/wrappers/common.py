@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import operator
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 import attrs
@@ -68,6 +68,13 @@ def parse_jit_options(
     ``propagate_updates``), the same fields on both classes, and sets the normalized
     ones on it. Returns what building the compiled callable needs."""
     setattr_ = object.__setattr__
+    if _all_defaults(owner):  # most objects: nothing to check, nothing passed on
+        setattr_(owner, "static_argnames", ())
+        setattr_(owner, "donate_argnames", ())
+        defaults = _DEFAULTS.get(api)
+        if defaults is None:
+            defaults = _DEFAULTS[api] = _parsed(api, jit_options.NO_STATICS, {}, False, None, False)
+        return defaults
     propagate = nnx_updates.check_propagate_updates(api, owner.propagate_updates)
     options = jit_options.parse(
         api,
@@ -101,11 +108,47 @@ def parse_jit_options(
         statics = statics._replace(nonarrays=True)
         kwargs = {**kwargs, "static_argnums": 1}
 
+    donating = bool(options.donate_argnums or options.donate_argnames)
+    return _parsed(api, statics, kwargs, static_nonarrays, propagate, donating)
+
+
+def _parsed(
+    api: str,
+    statics: jit_options.Statics,
+    kwargs: dict[str, Any],
+    static_nonarrays: bool,
+    propagate: bool | None,
+    donating: bool,
+) -> JitOptions:
     def jit(counted: Callable[..., Any]) -> Any:
         return jit_options.jit(api, counted, kwargs)
 
-    donating = bool(options.donate_argnums or options.donate_argnames)
     return JitOptions(statics, jit, static_nonarrays, propagate, donating)
+
+
+# Per class: the options of an object built with every jax.jit and model option left at
+# its default (the factories' and the classes' own default objects, compared by identity).
+_DEFAULTS: dict[str, JitOptions] = {}
+
+
+def _all_defaults(owner: Any) -> bool:
+    """Whether every `jax.jit` and model option of ``owner`` is its default object: then
+    `jit_options.parse` has nothing to check (about 9 us of a wrap saved)."""
+    return (
+        owner.static_argnames is jit_options.NO_NAMES
+        and owner.donate_argnames is jit_options.NO_NAMES
+        and owner.static_argnums is None
+        and owner.donate_argnums is None
+        and owner.in_shardings is jit_options.UNSPECIFIED
+        and owner.out_shardings is jit_options.UNSPECIFIED
+        and owner.keep_unused is False
+        and owner.device is None
+        and owner.backend is None
+        and owner.inline is False
+        and owner.compiler_options is None
+        and owner.static_nonarrays is False
+        and owner.propagate_updates is None
+    )
 
 
 def build(
@@ -274,8 +317,22 @@ def _present(owner: Any, function: Callable[..., Any]) -> None:
     its private state and everything its class defines stay its own. Reading
     an odd callable never fails here.
     """
-    setattr_ = object.__setattr__
     name, qualname = counting.jax_names(function)
+    doc = function.__doc__ if type(function) is types.FunctionType else _MISSING
+    if doc is None or type(doc) is str:  # a def or lambda: every attribute is there
+        function = cast(types.FunctionType, function)
+        owner.__dict__.update(  # as object.__setattr__ would, one entry at a time
+            __name__=name,
+            __qualname__=qualname,
+            __module__=function.__module__,
+            __doc__=doc or "",
+            __annotations__=function.__annotations__,
+            __wrapped__=function,
+        )
+        if function.__dict__:
+            _merge(owner, function.__dict__)
+        return
+    setattr_ = object.__setattr__
     doc = _read(function, "__doc__", "")
     try:
         doc = doc or ""
@@ -290,9 +347,16 @@ def _present(owner: Any, function: Callable[..., Any]) -> None:
     extra = _read(function, "__dict__", None)
     if type(extra) is not dict:  # a class's namespace is a mappingproxy: not merged
         return
+    _merge(owner, cast(dict[object, object], extra))
+
+
+def _merge(owner: Any, extra: Mapping[Any, object]) -> None:
+    """Copies the entries of a function's ``__dict__`` onto ``owner``, except names it
+    has already (its fields, its private state, its class's attributes)."""
+    setattr_ = object.__setattr__
     own = owner.__dict__
     kind = cast("type[object]", type(owner))
-    for key, value in tuple(cast(dict[object, object], extra).items()):
+    for key, value in tuple(extra.items()):
         if type(key) is str and key not in own and getattr(kind, key, _MISSING) is _MISSING:
             setattr_(owner, key, value)
 

@@ -9,6 +9,7 @@ guarded.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import types
@@ -56,6 +57,10 @@ def check_function(api: str, value: object) -> Callable[..., Any]:
     """Checks that ``value`` is callable, and neither a generator function nor a
     `staticmethod`/`classmethod` object (as `jax.jit`)."""
     kind = type(value)
+    if kind is types.FunctionType:  # a def or lambda: only its code can make it a generator
+        if cast(types.FunctionType, value).__code__.co_flags & inspect.CO_GENERATOR:
+            raise TypeError(_generator_message(api, value))
+        return cast(Callable[..., Any], value)
     if issubclass(kind, staticmethod | classmethod):
         decorator = "staticmethod" if issubclass(kind, staticmethod) else "classmethod"
         raise TypeError(
@@ -74,16 +79,20 @@ def check_function(api: str, value: object) -> Callable[..., Any]:
     except Exception:  # an odd callable: leave the judgement to JAX
         generator = False
     if generator:
-        raise TypeError(
-            message(
-                api, "function", "a callable that returns arrays, not a generator function", value
-            )
-        )
+        raise TypeError(_generator_message(api, value))
     return value
+
+
+def _generator_message(api: str, value: object) -> str:
+    return message(
+        api, "function", "a callable that returns arrays, not a generator function", value
+    )
 
 
 def check_max_traces(api: str, value: object) -> int:
     """Checks ``max_traces``: a non-negative integer, booleans rejected."""
+    if type(value) is int and value >= 0:
+        return value
     number = _integer(api, "max_traces", "an int (bool is not accepted)", value)
     if number < 0:
         raise ValueError(message(api, "max_traces", "non-negative", value))
@@ -180,18 +189,46 @@ def _plain(function: object) -> bool:
     return "__signature__" not in own and "__wrapped__" not in own
 
 
-# The signatures of plain functions, kept while each function lives (weakly), with what
-# they were read from: a function wrapped again (per test, per hypothesis example, per
-# model) is not read again, which is most of a wrap's cost past jax.jit's own (~8 us).
-_SIGNATURES: weakref.WeakKeyDictionary[Any, tuple[object, ...]] = weakref.WeakKeyDictionary()
+# The signatures of plain functions, kept while each function lives, with what they were
+# read from: a function wrapped again (per test, per hypothesis example, per model) is not
+# read again, which is most of a wrap's cost past jax.jit's own (~8 us). Keyed by id, with
+# a weak reference that drops the entry when the function dies (a WeakKeyDictionary's
+# lookup makes a weak reference each time: 1 us of a wrap).
+_SIGNATURES: dict[int, tuple[Any, ...]] = {}
 
 
-def _read_from(function: types.FunctionType) -> tuple[object, ...]:
-    return (
+def _forget(key: int, alive: weakref.ref[Any]) -> None:
+    entry = _SIGNATURES.get(key)
+    if entry is not None and entry[0] is alive:  # not a newer function with the same id
+        _SIGNATURES.pop(key, None)
+
+
+def _remembered(function: types.FunctionType) -> inspect.Signature | None:
+    """The signature remembered for ``function``, if nothing it was read from changed."""
+    entry = _SIGNATURES.get(id(function))
+    if (
+        entry is not None
+        and entry[0]() is function
+        and entry[1] is function.__code__
+        and entry[2] is function.__defaults__
+        and entry[3] is function.__kwdefaults__
+        and entry[4] is function.__annotations__
+        and _plain(function)
+    ):
+        return cast(inspect.Signature, entry[5])
+    return None
+
+
+def _remember(function: types.FunctionType, signature: inspect.Signature) -> None:
+    key = id(function)
+    alive = weakref.ref(function, functools.partial(_forget, key))
+    _SIGNATURES[key] = (
+        alive,
         function.__code__,
         function.__defaults__,
         function.__kwdefaults__,
         function.__annotations__,
+        signature,
     )
 
 
@@ -212,12 +249,10 @@ class LazySignature:
         self._known = False
         self._value: inspect.Signature | None = None
         if type(function) is types.FunctionType:
-            entry = _SIGNATURES.get(function)
-            if entry is not None and _plain(function):
-                read = _read_from(function)
-                if all(a is b for a, b in zip(entry[:-1], read, strict=True)):
-                    self._value = cast("inspect.Signature", entry[-1])
-                    self._known = True
+            known = _remembered(function)
+            if known is not None:
+                self._value = known
+                self._known = True
 
     def get(self) -> inspect.Signature | None:
         """The signature, or ``None`` where Python cannot give one."""
@@ -226,8 +261,7 @@ class LazySignature:
             self._value = signature_of(function)
             self._known = True
             if self._value is not None and _plain(function):
-                plain = cast(types.FunctionType, function)
-                _SIGNATURES[plain] = (*_read_from(plain), self._value)
+                _remember(cast(types.FunctionType, function), self._value)
         return self._value
 
 
