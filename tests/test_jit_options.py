@@ -18,6 +18,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from tinax._src.wrappers import jit_options
+from tinax._src.wrappers.jit_options import Statics
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
 
@@ -414,6 +416,46 @@ INVALID = [
 def test_invalid_options_are_refused_at_wrap_time(make_bounded, options, error, pattern):
     with pytest.raises(error, match=pattern):
         make_bounded(f3, max_traces=1, **options)
+
+
+class TestCheckedOncePerFunction:
+    """The checks of argnums and argnames against the signature run once per function and
+    option values while the function lives (a model wrapped again per test or example)."""
+
+    @staticmethod
+    def _counting(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+        calls: list[object] = []
+        checks = jit_options._by_signature
+
+        def counted(api, known, key):
+            calls.append(key)
+            return checks(api, known, key)
+
+        monkeypatch.setattr(jit_options, "_by_signature", counted)
+        return calls
+
+    def test_the_same_options_are_checked_once(self, monkeypatch):
+        def g(x, n, m=1):
+            return x * n * m
+
+        calls = self._counting(monkeypatch)
+        first = bounded_jit(g, max_traces=1, static_argnums=1, donate_argnums=0)
+        second = bounded_jit(g, max_traces=1, static_argnums=1, donate_argnums=0)
+        assert len(calls) == 1
+        assert second.static_argnames == first.static_argnames == ()
+        assert second._static == first._static == Statics((1,), ("n",))
+
+    def test_other_options_or_replaced_defaults_are_checked_again(self, monkeypatch):
+        def g(x, n, m=1):
+            return x * n * m
+
+        calls = self._counting(monkeypatch)
+        bounded_jit(g, max_traces=1, static_argnums=1)
+        with pytest.raises(ValueError, match="must not overlap"):
+            bounded_jit(g, max_traces=1, static_argnums=1, donate_argnums=1)
+        g.__defaults__ = (2,)
+        bounded_jit(g, max_traces=1, static_argnums=1)
+        assert len(calls) == 3
 
 
 @pytest.mark.parametrize(("options", "error", "pattern"), INVALID, ids=lambda v: str(v)[:40])

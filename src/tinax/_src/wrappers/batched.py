@@ -87,7 +87,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        set_ = object.__setattr__
+        own = self.__dict__  # frozen: written as attrs's __init__ writes the fields
         function = validation.check_function(_API, self.function)
         axis_size = validation.check_axis_size(_API, self.axis_size)
         max_traces = validation.check_max_traces(_API, self.max_traces)
@@ -97,10 +97,10 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
             _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
         )
         signature = validation.LazySignature(function)
-        set_(self, "axis_size", axis_size)
-        set_(self, "max_traces", max_traces)
-        set_(self, "on_exceed", on_exceed)
-        set_(self, "sum_match", bool(self.sum_match))
+        own["axis_size"] = axis_size
+        own["max_traces"] = max_traces
+        own["on_exceed"] = on_exceed
+        own["sum_match"] = bool(self.sum_match)
         parsed = common.parse_jit_options(self, _API, signature, mesh)
         static_nonarrays, statics = parsed.static_nonarrays, parsed.statics
         # Watched per example, under jax.vmap: an assignment there is where it is lost.

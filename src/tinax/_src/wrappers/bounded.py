@@ -74,14 +74,14 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        set_ = object.__setattr__
+        own = self.__dict__  # frozen: written as attrs's __init__ writes the fields
         function = validation.check_function(_API, self.function)
         max_traces = validation.check_max_traces(_API, self.max_traces)
         signature = validation.LazySignature(function)
         mesh = validation.check_mesh(_API, self.mesh)
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        set_(self, "max_traces", max_traces)
-        set_(self, "on_exceed", on_exceed)
+        own["max_traces"] = max_traces
+        own["on_exceed"] = on_exceed
         parsed = common.parse_jit_options(self, _API, signature, mesh)
         common.build(
             self,

@@ -67,14 +67,11 @@ def parse_jit_options(
     """Checks ``owner``'s `jax.jit` options and model options (``static_nonarrays``,
     ``propagate_updates``), the same fields on both classes, and sets the normalized
     ones on it. Returns what building the compiled callable needs."""
-    setattr_ = object.__setattr__
+    own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
     if _all_defaults(owner):  # most objects: nothing to check, nothing passed on
-        setattr_(owner, "static_argnames", ())
-        setattr_(owner, "donate_argnames", ())
-        defaults = _DEFAULTS.get(api)
-        if defaults is None:
-            defaults = _DEFAULTS[api] = _parsed(api, jit_options.NO_STATICS, {}, False, None, False)
-        return defaults
+        own["static_argnames"] = ()
+        own["donate_argnames"] = ()
+        return _DEFAULTS
     propagate = nnx_updates.check_propagate_updates(api, owner.propagate_updates)
     options = jit_options.parse(
         api,
@@ -94,14 +91,14 @@ def parse_jit_options(
     )
     static_nonarrays = nonarrays.check(api, owner.static_nonarrays, options, owner.in_shardings)
     nnx_updates.check_with_nonarrays(api, propagate, static_nonarrays)
-    setattr_(owner, "static_argnames", options.static_argnames)
-    setattr_(owner, "donate_argnames", options.donate_argnames)
-    setattr_(owner, "static_argnums", options.static_argnums)
-    setattr_(owner, "donate_argnums", options.donate_argnums)
-    setattr_(owner, "keep_unused", bool(owner.keep_unused))
-    setattr_(owner, "inline", bool(owner.inline))
-    setattr_(owner, "static_nonarrays", static_nonarrays)
-    setattr_(owner, "propagate_updates", propagate)
+    own["static_argnames"] = options.static_argnames
+    own["donate_argnames"] = options.donate_argnames
+    own["static_argnums"] = options.static_argnums
+    own["donate_argnums"] = options.donate_argnums
+    own["keep_unused"] = bool(owner.keep_unused)
+    own["inline"] = bool(owner.inline)
+    own["static_nonarrays"] = static_nonarrays
+    own["propagate_updates"] = propagate
     statics = options.statics
     kwargs = options.jit_kwargs
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
@@ -126,9 +123,10 @@ def _parsed(
     return JitOptions(statics, jit, static_nonarrays, propagate, donating)
 
 
-# Per class: the options of an object built with every jax.jit and model option left at
-# its default (the factories' and the classes' own default objects, compared by identity).
-_DEFAULTS: dict[str, JitOptions] = {}
+# The options of an object built with every jax.jit and model option left at its default
+# (the factories' and the classes' own default objects, compared by identity): `jax.jit`
+# with no option, which raises nothing of its own to put tinax's name on.
+_DEFAULTS = JitOptions(jit_options.NO_STATICS, cast(Any, jax).jit, False, None, False)
 
 
 def _all_defaults(owner: Any) -> bool:
@@ -176,7 +174,6 @@ def build(
     (`nonarrays`). ``propagate_updates`` as the classes take it (`nnx_updates`; a
     `BatchedJit` watches its per-example function itself and passes ``False``).
     """
-    setattr_ = object.__setattr__
     ledger = Ledger()
     api = type(owner).__name__
     traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
@@ -195,13 +192,15 @@ def build(
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
-    setattr_(owner, "_ledger", ledger)
-    setattr_(owner, "_signature", signature)
-    setattr_(owner, "_static", statics)
-    setattr_(owner, "_jitted", jitted)
-    setattr_(owner, "_call", call)
-    setattr_(owner, "_probe", probe)
-    setattr_(owner, "_compiles", compiles.register(compiled, ledger, owner))
+    owner.__dict__.update(  # frozen: written as attrs's __init__ writes the fields
+        _ledger=ledger,
+        _signature=signature,
+        _static=statics,
+        _jitted=jitted,
+        _call=call,
+        _probe=probe,
+        _compiles=compiles.register(compiled, ledger, owner),
+    )
     _present(owner, function)
     registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 

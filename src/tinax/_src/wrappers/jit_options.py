@@ -183,14 +183,14 @@ def check_compiler_options(api: str, value: object) -> dict[str, Any] | None:
     return options
 
 
-def _positional(signature: inspect.Signature) -> tuple[list[inspect.Parameter], bool]:
+def _positional(signature: inspect.Signature) -> tuple[tuple[inspect.Parameter, ...], bool]:
     """The positional parameters of ``signature``, and whether it takes ``*args``."""
     parameters = signature.parameters.values()
     star = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
-    return [p for p in parameters if p.kind in _POSITIONAL], star
+    return tuple(p for p in parameters if p.kind in _POSITIONAL), star
 
 
-_Positional = tuple[list[inspect.Parameter], bool]
+_Positional = tuple[tuple[inspect.Parameter, ...], bool]
 
 
 def _check_range(
@@ -295,9 +295,18 @@ def parse(
     ``signature`` is computed only when an option needs it (argnames or argnums
     to check, an ``in_shardings`` tuple to count).
     """
-    static = check_argnames(api, "static_argnames", static_argnames)
-    donate = check_argnames(api, "donate_argnames", donate_argnames)
-    check_disjoint(api, static, donate)
+    static = (
+        ()
+        if static_argnames is NO_NAMES
+        else check_argnames(api, "static_argnames", static_argnames)
+    )
+    donate = (
+        ()
+        if donate_argnames is NO_NAMES
+        else check_argnames(api, "donate_argnames", donate_argnames)
+    )
+    if static and donate:
+        check_disjoint(api, static, donate)
     static_nums = check_argnums(api, "static_argnums", static_argnums)
     donate_nums = check_argnums(api, "donate_argnums", donate_argnums)
     keep = check_bool(api, "keep_unused", keep_unused)
@@ -327,27 +336,16 @@ def parse(
     needs_signature = static or donate or static_nums or donate_nums
     if needs_signature or type(in_shardings) in (tuple, list):
         known = signature.get()
-    if static or donate:
-        check_accepted_names(api, "static_argnames", static, known)
-        check_accepted_names(api, "donate_argnames", donate, known)
-    shape = None if known is None else _positional(known)
-    if known is not None and shape is not None:
-        if static_nums:
-            _check_range(api, "static_argnums", static_nums, known, shape)
-        if donate_nums:
-            _check_range(api, "donate_argnums", donate_nums, known, shape)
-    statics = _infer(known, static_nums, static_for_jax)
-    donated = _infer(known, donate_nums, donate_for_jax)
-    both: set[object] = set()
-    if statics != NO_STATICS and donated != NO_STATICS:
-        both = _parameters(shape, statics) & _parameters(shape, donated)
-    if both:
-        shown = tuple(sorted(str(name) for name in both))
-        raise ValueError(
-            f"{api}: static and donated arguments must not overlap; got {shown!r} in both "
-            f"(static_argnums={static_nums!r}, static_argnames={static!r}, "
-            f"donate_argnums={donate_nums!r}, donate_argnames={donate!r})."
-        )
+    # What follows from the signature and the numbers and names alone (all plain tuples of
+    # str and int by now): checked once per function and values while it lives.
+    key = (static, donate, static_nums, donate_nums, static_for_jax, donate_for_jax)
+    derived = None if known is None else signature.derived()
+    found = None if derived is None else derived.get(key)
+    if found is None:
+        found = _by_signature(api, known, key)
+        if derived is not None:
+            derived[key] = found
+    shape, statics = found
     if shape is not None and in_shardings is not UNSPECIFIED:
         _check_in_shardings(api, in_shardings, shape, statics)
     kwargs: dict[str, Any] = {}
@@ -374,6 +372,43 @@ def parse(
     if options is not None:
         kwargs["compiler_options"] = options
     return Parsed(static, donate, static_nums, donate_nums, statics, kwargs)
+
+
+_Names = tuple[str, ...]
+_Numbers = tuple[int, ...] | None
+
+
+def _by_signature(
+    api: str,
+    known: inspect.Signature | None,
+    key: tuple[_Names, _Names, _Numbers, _Numbers, _Names | None, _Names | None],
+) -> tuple[_Positional | None, Statics]:
+    """Checks the argnames and argnums against the signature (names it accepts, numbers
+    in range, nothing both static and donated); returns the positional parameters and
+    the statics, the names inferred from numbers and the numbers from names."""
+    static, donate, static_nums, donate_nums, static_for_jax, donate_for_jax = key
+    if static or donate:
+        check_accepted_names(api, "static_argnames", static, known)
+        check_accepted_names(api, "donate_argnames", donate, known)
+    shape = None if known is None else _positional(known)
+    if known is not None and shape is not None:
+        if static_nums:
+            _check_range(api, "static_argnums", static_nums, known, shape)
+        if donate_nums:
+            _check_range(api, "donate_argnums", donate_nums, known, shape)
+    statics = _infer(known, static_nums, static_for_jax)
+    donated = _infer(known, donate_nums, donate_for_jax)
+    both: set[object] = set()
+    if statics != NO_STATICS and donated != NO_STATICS:
+        both = _parameters(shape, statics) & _parameters(shape, donated)
+    if both:
+        shown = tuple(sorted(str(name) for name in both))
+        raise ValueError(
+            f"{api}: static and donated arguments must not overlap; got {shown!r} in both "
+            f"(static_argnums={static_nums!r}, static_argnames={static!r}, "
+            f"donate_argnums={donate_nums!r}, donate_argnames={donate!r})."
+        )
+    return shape, statics
 
 
 def jit(api: str, function: Any, kwargs: dict[str, Any]) -> Any:

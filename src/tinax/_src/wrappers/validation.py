@@ -203,8 +203,8 @@ def _forget(key: int, alive: weakref.ref[Any]) -> None:
         _SIGNATURES.pop(key, None)
 
 
-def _remembered(function: types.FunctionType) -> inspect.Signature | None:
-    """The signature remembered for ``function``, if nothing it was read from changed."""
+def _remembered(function: types.FunctionType) -> tuple[Any, ...] | None:
+    """The entry remembered for ``function``, if nothing it was read from changed."""
     entry = _SIGNATURES.get(id(function))
     if (
         entry is not None
@@ -215,13 +215,14 @@ def _remembered(function: types.FunctionType) -> inspect.Signature | None:
         and entry[4] is function.__annotations__
         and _plain(function)
     ):
-        return cast(inspect.Signature, entry[5])
+        return entry
     return None
 
 
-def _remember(function: types.FunctionType, signature: inspect.Signature) -> None:
+def _remember(function: types.FunctionType, signature: inspect.Signature) -> dict[Any, Any]:
     key = id(function)
     alive = weakref.ref(function, functools.partial(_forget, key))
+    derived: dict[Any, Any] = {}
     _SIGNATURES[key] = (
         alive,
         function.__code__,
@@ -229,7 +230,9 @@ def _remember(function: types.FunctionType, signature: inspect.Signature) -> Non
         function.__kwdefaults__,
         function.__annotations__,
         signature,
+        derived,
     )
+    return derived
 
 
 class LazySignature:
@@ -242,16 +245,18 @@ class LazySignature:
     time. A benign race between threads computes it twice, the same.
     """
 
-    __slots__ = ("_function", "_known", "_value")
+    __slots__ = ("_derived", "_function", "_known", "_value")
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self._function = function
         self._known = False
         self._value: inspect.Signature | None = None
+        self._derived: dict[Any, Any] | None = None
         if type(function) is types.FunctionType:
-            known = _remembered(function)
-            if known is not None:
-                self._value = known
+            entry = _remembered(function)
+            if entry is not None:
+                self._value = entry[5]
+                self._derived = entry[6]
                 self._known = True
 
     def get(self) -> inspect.Signature | None:
@@ -261,8 +266,15 @@ class LazySignature:
             self._value = signature_of(function)
             self._known = True
             if self._value is not None and _plain(function):
-                _remember(cast(types.FunctionType, function), self._value)
+                self._derived = _remember(cast(types.FunctionType, function), self._value)
         return self._value
+
+    def derived(self) -> dict[Any, Any] | None:
+        """A dictionary kept with the remembered signature, for what follows from the
+        signature alone (`jit_options.parse`'s checks of argnums and argnames, by
+        option values); ``None`` where the signature is not remembered."""
+        self.get()
+        return self._derived
 
 
 def check_accepted_names(
