@@ -9,8 +9,10 @@ that are not batched, and the decorator form.
 
 import functools
 import re
+import types
 import warnings
 
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +20,7 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tinax._src.wrappers import jit_options
+from tinax._src.wrappers import common, jit_options
 from tinax._src.wrappers.jit_options import Statics
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
@@ -416,6 +418,26 @@ INVALID = [
 def test_invalid_options_are_refused_at_wrap_time(make_bounded, options, error, pattern):
     with pytest.raises(error, match=pattern):
         make_bounded(f3, max_traces=1, **options)
+
+
+# Fields each class checks itself; every other field is a jax.jit or model option, which
+# parse_jit_options checks, and which must turn its shortcut for all-default options off.
+_OWN_FIELDS = {
+    BoundedJit: {"function", "max_traces", "mesh", "on_exceed"},
+    BatchedJit: {"function", "max_traces", "mesh", "on_exceed", "in_axes", "out_axes"}
+    | {"axis_size", "axis_name", "spmd_axis_name", "sum_match"},
+}
+
+
+@pytest.mark.parametrize("kind", [BoundedJit, BatchedJit], ids=lambda kind: kind.__name__)
+def test_every_option_turns_the_all_defaults_shortcut_off(kind):
+    defaults = {field.name: field.default for field in attrs.fields(kind)}
+    assert common._all_defaults(types.SimpleNamespace(**defaults))
+    options = [name for name in defaults if name not in _OWN_FIELDS[kind]]
+    assert len(options) == 13
+    for name in options:
+        given = types.SimpleNamespace(**{**defaults, name: object()})
+        assert not common._all_defaults(given), name
 
 
 class TestCheckedOncePerFunction:

@@ -28,7 +28,7 @@ import types
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jax
 import jax.monitoring
@@ -37,6 +37,9 @@ from jax.sharding import NamedSharding
 
 from tinax._src.diagnosis import report
 from tinax._src.observe.log import logger
+
+if TYPE_CHECKING:
+    from tinax._src.budget.ledger import Ledger
 
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _MAX_FRAMES = 64  # how far up from the compile the jax.jit call is looked for
@@ -58,33 +61,42 @@ class Book:
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
 
 
-_ATTRIBUTE = "_tinax_compiles"  # on the counted function: the entry of its object
+_ATTRIBUTE = "_tinax_compiles"  # on the counted function: the ledger of its object
 
 
-Entry = tuple[Book, Any, Callable[[], Any]]
+def register(counted: Callable[..., Any], ledger: Ledger) -> None:
+    """Marks ``counted`` as the counted function of the object of ``ledger``: its compiles
+    go in that object's book, made at its first compile (`book`)."""
+    setattr(counted, _ATTRIBUTE, ledger)  # a plain function attribute: cheap to set and read
 
 
-def register(counted: Callable[..., Any], ledger: Any, owner: Any) -> Entry:
-    """Gives the object whose counted function is ``counted`` a compile book;
-    returns ``(book, ledger, weak reference to the object)``."""
-    entry = (Book(), ledger, weakref.ref(owner))
-    setattr(counted, _ATTRIBUTE, entry)  # a plain function attribute: cheap to set and read
-    return entry
+_books_lock = threading.Lock()
+
+
+def book(ledger: Ledger) -> Book:
+    """The compile book of the object of ``ledger``, made when first needed."""
+    found = ledger.book
+    if found is None:
+        with _books_lock:  # not the ledger's: a compile must never wait on a trace's lock
+            found = ledger.book
+            if found is None:
+                found = ledger.book = Book()
+    return cast(Book, found)
 
 
 class _Local(threading.local):
-    compiling: Entry | None = None
+    compiling: Ledger | None = None
 
 
 _local = _Local()
 
 
 @contextmanager
-def compiling(entry: Entry) -> Generator[None]:
-    """Compiles in this thread, in the block, are for the object of ``entry``
+def compiling(ledger: Ledger) -> Generator[None]:
+    """Compiles in this thread, in the block, are for the object of ``ledger``
     (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call)."""
     earlier = _local.compiling
-    _local.compiling = entry
+    _local.compiling = ledger
     try:
         yield
     finally:
@@ -170,35 +182,36 @@ def _count(frame: types.FrameType) -> None:
     jaxpr: Any = None
     if found is not None:
         local = found.f_locals
-        entry = getattr(local.get("fun"), _ATTRIBUTE, None)
-        if entry is None:
+        ledger = getattr(local.get("fun"), _ATTRIBUTE, None)
+        if ledger is None:
             return  # another jit's compile (one of ours staged into it compiles with it)
         params = local.get("p")
         jaxpr = None if params is None else params.params.get("jaxpr")
         names = () if params is None else params.arg_names
         args = local.get("args_flat") or ()
     else:
-        entry = _local.compiling
-        if entry is None:
+        ledger = _local.compiling
+        if ledger is None:
             return
-    book, ledger, owner = entry
+    owner = ledger.owner
     placed = _placements(names, args)
-    with book.lock:
-        book.count += 1
+    kept = book(ledger)
+    with kept.lock:
+        kept.count += 1
         if jaxpr is None:
             return
-        if book.jaxprs is None:
-            book.jaxprs = weakref.WeakKeyDictionary()
-        number = book.jaxprs.get(jaxpr)
+        if kept.jaxprs is None:
+            kept.jaxprs = weakref.WeakKeyDictionary()
+        number = kept.jaxprs.get(jaxpr)
         if number is None:  # the compile of a new trace
-            book.jaxprs[jaxpr] = ledger.used
-            book.by_trace.setdefault(ledger.used, []).append(placed)
+            kept.jaxprs[jaxpr] = ledger.used
+            kept.by_trace.setdefault(ledger.used, []).append(placed)
             return
-        earlier = book.by_trace.setdefault(number, [])
+        earlier = kept.by_trace.setdefault(number, [])
         cause = _cause(earlier[-1], placed) if earlier else "not visible"
         earlier.append(placed)
-        count = book.count
-    _report(owner(), number, count, cause)
+        count = kept.count
+    _report(None if owner is None else owner(), number, count, cause)
 
 
 def _report(owner: Any, number: int, count: int, cause: str) -> None:
@@ -217,17 +230,22 @@ def _report(owner: Any, number: int, count: int, cause: str) -> None:
     )
 
 
-def count(book: Book) -> int:
-    with book.lock:
-        return book.count
+def count(ledger: Ledger) -> int:
+    """How many compiles the object of ``ledger`` has caused."""
+    if ledger.book is None:
+        return 0
+    kept = cast(Book, ledger.book)
+    with kept.lock:
+        return kept.count
 
 
-def would_compile(book: Book, number: int, call: Mapping[str, tuple[str, str]] | None) -> str:
+def would_compile(ledger: Ledger, number: int, call: Mapping[str, tuple[str, str]] | None) -> str:
     """What ``explain`` says of a call that reuses trace ``number``: whether XLA has an
     executable for its inputs' placements, as far as they can be known (``""``: it has).
     ``call`` is `call_placements`'s, ``None`` where the arguments are abstract."""
-    with book.lock:
-        seen = list(book.by_trace.get(number, ()))
+    kept = book(ledger)
+    with kept.lock:
+        seen = list(kept.by_trace.get(number, ()))
     if call is None:
         return "XLA may compile it again: where abstract arguments will be placed is not known."
     if not seen:

@@ -23,6 +23,7 @@ class Ledger:
     __slots__ = (
         "__weakref__",
         "birth",
+        "book",
         "cleared",
         "first_traced",
         "history",
@@ -42,6 +43,7 @@ class Ledger:
         self.history: list[TracedSignature] = []
         self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
         self.birth: tuple[Any, ...] | None = None  # where and how it was built
+        self.book: object | None = None  # its compiles (`compiles.Book`), from the first
         self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
         self.on_exceed: str | None = None
         self.owner: Callable[[], Any] | None = None

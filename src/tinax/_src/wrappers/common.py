@@ -199,8 +199,8 @@ def build(
         _jitted=jitted,
         _call=call,
         _probe=probe,
-        _compiles=compiles.register(compiled, ledger, owner),
     )
+    compiles.register(compiled, ledger)
     _present(owner, function)
     registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
@@ -387,7 +387,6 @@ class BudgetedMixin:
     _static: jit_options.Statics
     _jitted: Any
     _probe: _Probe
-    _compiles: compiles.Entry
     _call: Callable[..., Any]
     function: Callable[..., Any]
     max_traces: int
@@ -406,7 +405,7 @@ class BudgetedMixin:
         trace with inputs placed otherwise, e.g. host NumPy where the trace had
         arrays sharded over a mesh's Auto axes), which the budget does not bound.
         A compile answered by JAX's persistent compilation cache counts too."""
-        return compiles.count(self._compiles[0])
+        return compiles.count(self._ledger)
 
     @property
     def traced_signatures(self) -> report.TraceHistory:
@@ -472,7 +471,7 @@ class BudgetedMixin:
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)
-        note = compiles.would_compile(self._compiles[0], explanation.reuses.number, placed)
+        note = compiles.would_compile(self._ledger, explanation.reuses.number, placed)
         return attrs.evolve(explanation, compiles=note)
 
     def _leaf_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -558,7 +557,7 @@ class BudgetedMixin:
         args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        with compiles.compiling(self._compiles):
+        with compiles.compiling(self._ledger):
             return self._forward(functools.partial(_compiled, self._jitted), args, kwargs)
 
     def clear_cache(self) -> None:
