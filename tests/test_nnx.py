@@ -319,6 +319,41 @@ class TestDefaultDetects:
         with pytest.raises(ValueError, match=r"  model \(its structure changed"):
             bounded_jit(grow, max_traces=1)(model)
 
+    def test_a_plain_argument_changed_inside_is_not_an_nnx_update(self):
+        # flax is imported, but the dict holds no nnx object: jax.jit runs it, and so must
+        # tinax (no "assigns flax.nnx Variables" error about a dict).
+        def stash(batch, model):
+            batch["doubled"] = batch["x"] * 2
+            return model(batch["x"])
+
+        model, _ = make()
+        model.eval()
+        for mode in (None, True):
+            step = bounded_jit(stash, max_traces=1, propagate_updates=mode)
+            out = step({"x": BATCH[0]}, model)
+            np.testing.assert_array_equal(out, jax.jit(stash)({"x": BATCH[0]}, model))
+
+    def test_a_module_without_variables_is_watched(self):
+        class Empty(nnx.Module):
+            pass
+
+        def grow(module):
+            module.extra = nnx.Param(jnp.zeros(()))
+            return 0
+
+        with pytest.raises(ValueError, match=r"  module \(its structure changed"):
+            bounded_jit(grow, max_traces=1)(Empty())
+
+    def test_an_nnx_object_inside_a_plain_container_is_watched(self):
+        counter = nnx.Variable(jnp.zeros(()))
+
+        def bump(state):
+            state["counters"][0][...] += 1
+            return 0
+
+        with pytest.raises(ValueError, match=r"  state\['counters'\]\[0\]"):
+            bounded_jit(bump, max_traces=1)({"counters": [counter], "x": jnp.ones(2)})
+
     def test_false_drops_updates_as_jax_jit(self):
         model, optimizer = make()
         step = bounded_jit(train_step, max_traces=1, propagate_updates=False)

@@ -102,8 +102,9 @@ class _Watched:
 
     __slots__ = ("before", "keys", "structures", "variables")
 
-    def __init__(self, variable_type: type, named: list[tuple[str, Any]]) -> None:
+    def __init__(self, kinds: tuple[type, type], named: list[tuple[str, Any]]) -> None:
         tree_util: Any = jax.tree_util
+        variable_type = kinds[1]
 
         def is_variable(value: object) -> bool:
             return isinstance(value, variable_type)
@@ -114,6 +115,8 @@ class _Watched:
         self.structures: list[tuple[str, Any, Any]] = []
         seen: set[int] = set()
         for name, value in named:
+            if not holds_nnx(value, kinds):  # a plain argument: nothing of nnx to watch
+                continue
             flat, treedef = tree_util.tree_flatten_with_path(value, is_leaf=is_variable)
             self.structures.append((name, value, treedef))
             for path, leaf in flat:
@@ -156,6 +159,23 @@ class _Watched:
             if not same:
                 changed.append(name)
         return changed
+
+
+def holds_nnx(value: object, kinds: tuple[type, type]) -> bool:
+    """Whether ``value`` holds an nnx object (``kinds``: a Pytree or a Variable) anywhere,
+    read from its tree structure (flattened at C speed; its inner nodes walked here): a
+    plain argument is neither watched nor walked leaf by leaf."""
+    tree_util: Any = jax.tree_util
+    stack = [tree_util.tree_structure(value)]
+    while stack:
+        node = stack.pop()
+        if node.num_nodes == 1:  # a leaf (an array, a None)
+            continue
+        data = node.node_data()
+        if data is not None and issubclass(data[0], kinds):
+            return True
+        stack.extend(node.children())
+    return False
 
 
 def _state(variable: Any) -> tuple[Any, list[Any]]:
@@ -271,7 +291,7 @@ def watched(
         if kinds is not None:
             try:
                 named = record.named_arguments(signature.get(), NO_STATICS, args, kwargs)
-                seen = _Watched(kinds[1], [(name, value) for name, _, value, *_ in named])
+                seen = _Watched(kinds, [(name, value) for name, _, value, *_ in named])
             except Exception:  # an exotic argument: watching must never break the trace
                 seen = None
         out = function(*args, **kwargs)
