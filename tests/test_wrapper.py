@@ -310,6 +310,23 @@ class _NoSignature:
         return args[0] + kwargs["y"]
 
 
+@pytest.mark.parametrize("options", [{}, {"keep_unused": True}], ids=["defaults", "options"])
+def test_jax_jit_is_looked_up_when_an_object_is_built(monkeypatch, options):
+    # As a jax.jit patched by a test (mock.patch("jax.jit", ...)) would be: tinax calls
+    # jax.jit at wrap time, whatever the options.
+    built: list[object] = []
+    real = jax.jit
+
+    def recording(function, **kwargs):
+        built.append(function)
+        return real(function, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", recording)
+    step = bounded_jit(lambda x: x + 1.0, max_traces=1, **options)
+    assert len(built) == 1
+    assert step(jnp.ones(2)).tolist() == [2.0, 2.0]
+
+
 class TestSignatureReuse:
     """A plain function's signature is read once and reused while nothing it was read
     from changes (wrapping the same function per test or per example is common)."""

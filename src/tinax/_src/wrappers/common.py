@@ -123,10 +123,15 @@ def _parsed(
     return JitOptions(statics, jit, static_nonarrays, propagate, donating)
 
 
+def _jit_plain(counted: Callable[..., Any]) -> Any:
+    """``jax.jit(counted)``, looked up when called (as a patched ``jax.jit`` would be)."""
+    return cast(Any, jax).jit(counted)
+
+
 # The options of an object built with every jax.jit and model option left at its default
 # (the factories' and the classes' own default objects, compared by identity): `jax.jit`
 # with no option, which raises nothing of its own to put tinax's name on.
-_DEFAULTS = JitOptions(jit_options.NO_STATICS, cast(Any, jax).jit, False, None, False)
+_DEFAULTS = JitOptions(jit_options.NO_STATICS, _jit_plain, False, None, False)
 
 
 def _all_defaults(owner: Any) -> bool:
