@@ -38,14 +38,16 @@ def counted(
     statics: Statics,
     reported: Callable[..., Any],
     *,
+    names: tuple[str, str] | None = None,
     rejects: Callable[..., Any] | None = None,
 ) -> Callable[P, R]:
     """Wraps ``function`` so that each run by JAX's tracing is counted in ``ledger``.
 
     ``reported`` is the user's function, named in the error (``function`` may be
-    a `jax.vmap` of it). ``rejects`` (`rejections.stand_in` through the same
-    `jax.vmap`) raises the error a call would raise anyway: a call over budget
-    that cannot succeed raises that error, never a budget error. Each trace
+    a `jax.vmap` of it); ``names`` are its `jax_names`, if read already.
+    ``rejects`` (`rejections.stand_in` through the same `jax.vmap`) raises the
+    error a call would raise anyway: a call over budget that cannot succeed
+    raises that error, never a budget error. Each trace
     records its call site and wall time (`observe`); a trace over budget is
     refused, warned about or logged as the object's overrun policy says.
     """
@@ -107,7 +109,7 @@ def counted(
         )
         return out
 
-    _present_as(traced, reported, signature)
+    _present_as(traced, reported, signature, jax_names(reported) if names is None else names)
     # The name JAX compiles it under, read here: a reference to ``traced`` from its own
     # body would be a reference cycle, and every dropped object would wait for the GC.
     jax_name: str = cast(Any, traced).__name__
@@ -196,7 +198,10 @@ def jax_names(function: Callable[..., Any]) -> tuple[str, str]:
 
 
 def _present_as(
-    traced: Callable[..., Any], function: Callable[..., Any], signature: LazySignature
+    traced: Callable[..., Any],
+    function: Callable[..., Any],
+    signature: LazySignature,
+    names: tuple[str, str],
 ) -> None:
     """Makes JAX see ``traced`` as ``function``: signature, name, source location.
 
@@ -209,7 +214,7 @@ def _present_as(
     wrapper: Any = traced
     known = signature.get()  # guarded, remembered for plain functions, handed to JAX
     wrapper.__signature__ = known if known is not None else _ANY_ARGUMENTS
-    wrapper.__name__, wrapper.__qualname__ = jax_names(function)
+    wrapper.__name__, wrapper.__qualname__ = names
     # JAX unwraps partials, then ``__wrapped__``, for the source location in its
     # messages ("g at file.py:3"); partials are removed here, since JAX does not
     # look through a partial reached from ``__wrapped__``.

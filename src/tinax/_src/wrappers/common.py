@@ -185,11 +185,12 @@ def build(
     if statics.nonarrays:
         traced = nonarrays.returning_marked(traced)
     probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
+    names = counting.jax_names(function)  # read once: the counted function's and the object's
     counted = counting.counted(
-        traced, ledger, max_traces, signature, statics, function, rejects=probe.traced
+        traced, ledger, max_traces, signature, statics, function, names=names, rejects=probe.traced
     )
     if statics.nonarrays:
-        counted = nonarrays.joined(counted, *counting.jax_names(function))
+        counted = nonarrays.joined(counted, *names)
     compiled = nnx_updates.rebinding(counted) if propagate_updates else counted
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     if propagate_updates:
@@ -206,7 +207,7 @@ def build(
         _probe=probe,
     )
     compiles.register(compiled, ledger)
-    _present(owner, function)
+    _present(owner, function, names)
     registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
 
@@ -310,48 +311,43 @@ def _read(function: object, name: str, default: object) -> object:
         return default
 
 
-def _present(owner: Any, function: Callable[..., Any]) -> None:
+def _present(owner: Any, function: Callable[..., Any], names: tuple[str, str]) -> None:
     """Gives ``owner`` the attributes a `jax.jit` object takes from ``function``.
 
     These are JAX's ``wraps`` rules, `functools.update_wrapper`'s with JAX's
-    names: ``__name__``/``__qualname__`` as `budget.jax_names`, ``__module__``
-    (else ``<unknown module>``), ``__doc__`` (``""`` if none),
+    names: ``__name__``/``__qualname__`` as `budget.jax_names` (``names``),
+    ``__module__`` (else ``<unknown module>``), ``__doc__`` (``""`` if none),
     ``__annotations__`` (``{}`` if none), ``__wrapped__``, and the entries of
     ``function.__dict__``, except names the object already has: its fields,
     its private state and everything its class defines stay its own. Reading
     an odd callable never fails here.
     """
-    name, qualname = counting.jax_names(function)
     doc = function.__doc__ if type(function) is types.FunctionType else _MISSING
     if doc is None or type(doc) is str:  # a def or lambda: every attribute is there
-        function = cast(types.FunctionType, function)
-        owner.__dict__.update(  # as object.__setattr__ would, one entry at a time
-            __name__=name,
-            __qualname__=qualname,
-            __module__=function.__module__,
-            __doc__=doc or "",
-            __annotations__=function.__annotations__,
-            __wrapped__=function,
-        )
-        if function.__dict__:
-            _merge(owner, function.__dict__)
-        return
-    setattr_ = object.__setattr__
-    doc = _read(function, "__doc__", "")
-    try:
+        plain = cast(types.FunctionType, function)
         doc = doc or ""
-    except Exception:
-        doc = ""
-    setattr_(owner, "__name__", name)
-    setattr_(owner, "__qualname__", qualname)
-    setattr_(owner, "__module__", _read(function, "__module__", "<unknown module>"))
-    setattr_(owner, "__doc__", doc)
-    setattr_(owner, "__annotations__", _read(function, "__annotations__", {}))
-    setattr_(owner, "__wrapped__", function)
-    extra = _read(function, "__dict__", None)
-    if type(extra) is not dict:  # a class's namespace is a mappingproxy: not merged
-        return
-    _merge(owner, cast(dict[object, object], extra))
+        module: object = plain.__module__
+        annotations: object = plain.__annotations__
+        extra: object = plain.__dict__
+    else:
+        doc = _read(function, "__doc__", "")
+        try:
+            doc = doc or ""
+        except Exception:
+            doc = ""
+        module = _read(function, "__module__", "<unknown module>")
+        annotations = _read(function, "__annotations__", {})
+        extra = _read(function, "__dict__", None)
+    owner.__dict__.update(  # frozen: written as attrs's __init__ writes the fields
+        __name__=names[0],
+        __qualname__=names[1],
+        __module__=module,
+        __doc__=doc,
+        __annotations__=annotations,
+        __wrapped__=function,
+    )
+    if type(extra) is dict and extra:  # a class's namespace is a mappingproxy: not merged
+        _merge(owner, cast(dict[object, object], extra))
 
 
 def _merge(owner: Any, extra: Mapping[Any, object]) -> None:
