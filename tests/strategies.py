@@ -25,6 +25,7 @@ import fractions
 import functools
 import math
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -446,11 +447,28 @@ class _CallableObject:
         return x
 
 
+# Builtins that gained a signature in a later Python: `inspect.signature(bool)` and
+# `inspect.signature(zip)` raise on 3.11 and 3.12 and answer on 3.13.
+BUILTINS_WITH_A_SIGNATURE_FROM_3_13: tuple[Callable[..., Any], ...] = (bool, zip)
+
+
 def builtins_without_signature() -> st.SearchStrategy[Callable[..., Any]]:
-    """Callables for which `inspect.signature` raises: builtins and builtin classes."""
-    return st.sampled_from(
-        [max, min, iter, next, getattr, vars, int, bool, range, zip, functools.partial(max, 1)]
-    )
+    """Callables for which `inspect.signature` raises on the running Python: builtins
+    and builtin classes."""
+    every_python: list[Callable[..., Any]] = [
+        max,
+        min,
+        iter,
+        next,
+        getattr,
+        vars,
+        int,
+        range,
+        functools.partial(max, 1),
+    ]
+    if sys.version_info < (3, 13):
+        every_python.extend(BUILTINS_WITH_A_SIGNATURE_FROM_3_13)
+    return st.sampled_from(every_python)
 
 
 def valid_functions() -> st.SearchStrategy[Callable[..., Any]]:

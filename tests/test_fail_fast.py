@@ -8,6 +8,7 @@ its failure; exit times are taken by polling the processes here.
 
 import math
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -21,9 +22,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jax.sharding import AxisType
+from jax.sharding import PartitionSpec as P
 
 from test_examples import run_example, text_blocks, untimed
 from test_multiprocess import free_port, worker_env
+from tinax._src import private
+from tinax._src.diagnosis import compare, reuse
 from tinax._src.multiprocess import job_failure, trace_agreement
 from tinax.jit import bounded_jit
 from tinax.parallel import fail_fast
@@ -258,6 +263,33 @@ def _signatures():
 
 def _seen(signature):
     return (str(signature).partition(": ")[2], signature)
+
+
+class TestSignaturesCrossProcesses:
+    """What one process sends another compares by value on every JAX: jax 0.11+ interns
+    abstract values and compares them by identity (a plain unpickled copy is unequal)."""
+
+    def _sharded_signature(self, mesh):
+        step = bounded_jit(lambda batch: batch["x"].sum(), max_traces=1)
+        with jax.set_mesh(mesh):
+            step({"x": jax.device_put(jnp.ones((16, 3)), P("x")), "t": jax.lax.create_token()})
+        return step.traced_signatures[0]
+
+    @pytest.mark.parametrize("kind", [AxisType.Explicit, AxisType.Auto], ids=str)
+    def test_a_sent_signature_matches_the_one_it_was_made_from(self, kind):
+        mesh = jax.make_mesh((4,), ("x",), axis_types=(kind,), devices=jax.devices()[:4])
+        signature = self._sharded_signature(mesh)
+        received = pickle.loads(private.portable_dumps(signature))
+        assert reuse.matches(signature, received)
+        assert reuse.matches(received, pickle.loads(private.portable_dumps(signature)))
+        assert list(compare.differences(signature, received)) == []
+
+    def test_a_sent_signature_with_another_shape_still_differs(self):
+        step, (first, second) = _signatures()
+        received = pickle.loads(private.portable_dumps(second))
+        assert not reuse.matches(first, received)
+        [difference] = compare.differences(first, received)
+        assert (difference.path, difference.kinds) == ("batch['x']", ("shape",))
 
 
 class TestAgreementMessage:

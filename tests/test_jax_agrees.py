@@ -141,7 +141,9 @@ def test_explain_retraces_exactly_when_jax_traces_again(data):
     [
         (ByIdentity, True),
         (lambda n: HashedButEqualByIdentity(), True),
-        (EqualButHashedByIdentity, False),  # measured: the hash does not decide, == does
+        # measured: on jax 0.9.2 and 0.10.2 the hash does not decide, == does; from jax
+        # 0.11.0 an equal value with another hash is not found, and traces again
+        (EqualButHashedByIdentity, jax.__version_info__ >= (0, 11, 0)),
     ],
     ids=["identity", "same-hash-but-unequal", "equal-but-another-hash"],
 )
@@ -154,6 +156,9 @@ def test_a_new_static_instance_retraces_exactly_when_jax_finds_it_unequal(make, 
     if retraces:
         [difference] = explanation.differences
         assert difference.kinds == ("static equality",)
+        hashed_apart = make is EqualButHashedByIdentity
+        assert ("hashes differently" in difference.detail) == hashed_apart, difference.detail
+        assert ("define __hash__ to agree with __eq__" in str(explanation)) == hashed_apart
 
 
 def test_a_static_value_equal_to_itself_only_is_a_retrace_even_with_equal_repr():

@@ -366,6 +366,28 @@ class TestPassedOnlyWhenGiven:
         seen = self._seen(monkeypatch, static_argnums=1, static_argnames=())
         assert seen == {"static_argnums": (1,), "static_argnames": ()}
 
+    def test_every_jax_inline_mode_reaches_jax_and_is_shown_as_given(self, monkeypatch):
+        # jax.Inline arrived in jax 0.11; on older JAX there is no mode to pass.
+        modes = list(getattr(jax, "Inline", ()))
+        assert bool(modes) == (jax.__version_info__ >= (0, 11))
+        for mode in modes:
+            assert self._seen(monkeypatch, inline=mode) == {"inline": mode}
+            step = bounded_jit(scaled, max_traces=1, inline=mode)
+            assert step.inline is mode
+            assert step(jnp.arange(4.0), 2.0, 1.0).tolist() == [1.0, 3.0, 5.0, 7.0], mode
+
+    def test_inline_true_reaches_jax_as_true(self, monkeypatch):
+        assert self._seen(monkeypatch, inline=np.bool_(True)) == {"inline": True}
+
+    def test_an_inline_that_is_neither_says_what_this_jax_accepts(self):
+        with pytest.raises(TypeError) as caught:
+            bounded_jit(scaled, max_traces=1, inline="auto")
+        error = caught.value
+        if hasattr(jax, "Inline"):
+            assert "inline must be a bool or a jax.Inline; got 'auto' (str)." in str(error)
+        else:
+            assert f"inline must be a bool (jax {jax.__version__} has no jax.Inline" in str(error)
+
     def test_the_object_shows_its_options_normalized(self):
         step = BoundedJit(scaled, max_traces=1, static_argnums=[1], donate_argnums=np.int64(0))
         assert (step.static_argnums, step.donate_argnums) == ((1,), (0,))

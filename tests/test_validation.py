@@ -7,6 +7,7 @@ does not trace, so these tests are fast.
 """
 
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh
 
 from strategies import (
+    BUILTINS_WITH_A_SIGNATURE_FROM_3_13,
     HOSTILE_CALLABLES,
     HOSTILE_VALUES,
     NUMPY_INTEGER_TYPES,
@@ -485,6 +487,22 @@ class TestArgnamesAgainstSignature:
     def test_skips_the_name_check_when_function_has_no_signature(self, make_bounded):
         obj = make_bounded(max, max_traces=1, static_argnames="key")
         assert obj.static_argnames == ("key",)
+
+    @pytest.mark.parametrize(
+        "function", [pytest.param(f, id=f.__name__) for f in BUILTINS_WITH_A_SIGNATURE_FROM_3_13]
+    )
+    def test_a_builtin_is_checked_against_its_signature_where_python_gives_one(
+        self, make_bounded, function
+    ):
+        # Python 3.13 gave bool and zip a signature: tinax checks names against it there,
+        # and accepts any name on the Pythons where inspect.signature raises.
+        if sys.version_info >= (3, 13):
+            error = raised_by(make_bounded, function, max_traces=1, static_argnames="key")
+            assert type(error) is ValueError
+            assert "static_argnames must name parameters of function; got 'key'" in str(error)
+        else:
+            obj = make_bounded(function, max_traces=1, static_argnames="key")
+            assert obj.static_argnames == ("key",)
 
     def test_rejects_donated_name_when_function_has_no_signature(self, make_bounded):
         # jax.jit cannot resolve donated names without a signature; say so at wrap time.

@@ -1,12 +1,40 @@
 """Every private JAX and chex API tinax relies on, in one place.
 
 Each has no public equivalent (noted per function). Keeping them here makes a
-JAX or chex upgrade a one-file review; the tests exercise each of them.
+JAX or chex upgrade a one-file review; the tests exercise each of them, and CI
+runs them on jax 0.9.2, 0.10.2 and the newest release (0.12.0.1 today), with
+chex 0.1.84 and 0.1.92. Where each one lives, and what happens on a JAX where it
+does not:
+
+- mesh contexts (`enter_mesh`, `mesh_contexts`, `restore_mesh`,
+  `ambient_concrete_mesh`): ``jax._src.config`` to 0.11.1, ``jax._src.mesh`` from
+  0.11.2, found by attribute; neither: tinax's import fails with one line.
+- ``cache_miss``'s locals (`jit_call`): 0.9.2 to 0.12.0.1; renamed: no compile is
+  counted for the call, its traces still are.
+- ``core.trace_ctx`` and ``DynamicJaxprTrace`` (`tracing_to_jaxpr`, `staged_out`):
+  0.9.2 to 0.12.0.1; no fallback (the import fails).
+- ``config.trace_context_names`` (`trace_config`): missing: no config row.
+- ``traceback_util`` (`hide_from_tracebacks`, `filter_traceback`): missing
+  filtering mode: tracebacks are left whole.
+- ``ShapedArray``'s constructor and ``abstract_token`` (`portable_dumps`): no
+  readable signature: plain pickling (equal by value on 0.9.2 and 0.10.2).
+- ``literals`` (`literal_array_types`): missing: none.
+- ``sharding_impls.UNSPECIFIED``, ``distributed.global_state``,
+  ``core.valid_jaxtype``, chex's ``DISABLE_ASSERTIONS``: 0.9.2 to 0.12.0.1, no
+  fallback.
+
+Rules that changed between releases are read from the version (`JAX_VERSION`):
+`STATIC_HASH_DECIDES`.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+import inspect
+import io
+import pickle
+import types
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, cast
 
 import jax
 from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
@@ -15,6 +43,44 @@ from jax._src import core as _jax_core
 from jax._src.interpreters import partial_eval as _partial_eval
 from jax.core import Tracer
 from jax.sharding import Mesh
+
+
+def _version_tuple(text: str) -> tuple[int, int, int]:
+    """``"0.12.0.1"`` -> ``(0, 12, 0)``; a part that is not a number reads as 0."""
+    parts = [int(part) if part.isdigit() else 0 for part in text.split(".")[:3]]
+    major, minor, patch = [*parts, 0, 0, 0][:3]
+    return major, minor, patch
+
+
+JAX_VERSION: tuple[int, int, int] = _version_tuple(jax.__version__)
+"""The running JAX's ``(major, minor, patch)``, for the rules that changed between
+releases (each named where it is used)."""
+
+STATIC_HASH_DECIDES: bool = JAX_VERSION >= (0, 11, 0)
+"""Whether `jax.jit` finds a static argument by its hash as well as by type and ``==``.
+Measured (`tests/test_jax_agrees.py`): on jax 0.9.2 and 0.10.2 a static value equal by
+``==`` with another hash reuses the trace; on 0.11.0 and later (0.12.0.1 run here) it
+traces again."""
+
+
+def _mesh_context_home() -> Any:
+    """The module that holds JAX's two mesh contexts (``device_context``, the
+    concrete mesh, and ``abstract_mesh_context_manager``): ``jax._src.config`` up
+    to jax 0.11.1, ``jax._src.mesh`` from jax 0.11.2 (run here on 0.9.2, 0.10.2 and
+    0.12.0.1). Looked up by attribute, not by version, so that a JAX that moves
+    them back or keeps both still works."""
+    from jax._src import mesh as _jax_mesh
+
+    for module in (_jax_mesh, _jax_config):
+        if hasattr(module, "device_context") and hasattr(module, "abstract_mesh_context_manager"):
+            return module
+    raise ImportError(
+        f"tinax: this JAX ({jax.__version__}) keeps its mesh contexts in "
+        "neither jax._src.mesh nor jax._src.config; tinax supports jax 0.9.2 to 0.12.x."
+    )
+
+
+_MESH_CONTEXTS: Any = _mesh_context_home()
 
 
 def chex_asserts_enabled() -> bool:
@@ -53,9 +119,9 @@ def valid_output(out: object) -> bool:
 def enter_mesh(mesh: Mesh) -> tuple[Any, Any]:
     """Makes ``mesh`` the ambient mesh as `jax.set_mesh` does, minus its refusal
     to run inside a trace. Returns what `restore_mesh` needs."""
-    config: Any = _jax_config
-    previous_abstract = config.abstract_mesh_context_manager.swap_local(mesh.abstract_mesh)
-    previous_concrete = config.device_context.swap_local(mesh)
+    contexts = _MESH_CONTEXTS
+    previous_abstract = contexts.abstract_mesh_context_manager.swap_local(mesh.abstract_mesh)
+    previous_concrete = contexts.device_context.swap_local(mesh)
     return previous_abstract, previous_concrete
 
 
@@ -65,15 +131,15 @@ def mesh_contexts() -> tuple[Any, Any]:
     ``mesh`` and ``mesh.abstract_mesh``; ``value`` is a C getter, cheap enough for
     every call, read in the caller's own frame. There is no public getter for the
     concrete mesh that works inside traces (`jax.sharding.get_mesh` refuses there)."""
-    config: Any = _jax_config
-    return config.device_context, config.abstract_mesh_context_manager
+    contexts = _MESH_CONTEXTS
+    return contexts.device_context, contexts.abstract_mesh_context_manager
 
 
 def restore_mesh(previous: tuple[Any, Any]) -> None:
     """Undoes `enter_mesh`."""
-    config: Any = _jax_config
-    config.abstract_mesh_context_manager.set_local(previous[0])
-    config.device_context.set_local(previous[1])
+    contexts = _MESH_CONTEXTS
+    contexts.abstract_mesh_context_manager.set_local(previous[0])
+    contexts.device_context.set_local(previous[1])
 
 
 # JAX config options in the trace cache key that tinax reports elsewhere (the
@@ -160,8 +226,7 @@ def ambient_concrete_mesh() -> Mesh | None:
     """The mesh of the innermost ``jax.set_mesh`` (or of a bound object's call), also
     inside a trace; ``None`` when there is none. `jax.sharding.get_mesh` refuses to
     run inside a trace."""
-    config: Any = _jax_config
-    value = config.device_context.value
+    value = _MESH_CONTEXTS.device_context.value
     return value if isinstance(value, Mesh) and not value.empty else None
 
 
@@ -188,3 +253,121 @@ def literal_array_types() -> tuple[type, ...]:
         if isinstance(kind, type):
             found.append(kind)
     return tuple(found)
+
+
+# --- abstract values that cross processes -----------------------------------------------
+
+
+def _constructor_parameters(kind: type) -> tuple[tuple[str, ...], dict[str, Any]] | None:
+    """``(positional names, {keyword name: default})`` of ``kind``'s constructor, or
+    ``None`` where it has no readable signature."""
+    try:
+        parameters = list(inspect.signature(kind).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = tuple(p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD)
+    keywords = {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY}
+    return positional, keywords
+
+
+_SHAPED_ARRAY: Any = _jax_core.ShapedArray
+_SHAPED_ARRAY_PARAMETERS = _constructor_parameters(_SHAPED_ARRAY)
+_ABSTRACT_TOKEN: Any = getattr(_jax_core, "abstract_token", None)
+
+
+def _shaped_array(positional: tuple[Any, ...], keywords: dict[str, Any]) -> Any:
+    return _SHAPED_ARRAY(*positional, **keywords)
+
+
+def _abstract_token() -> Any:
+    return _ABSTRACT_TOKEN
+
+
+class _PortablePickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        if _ABSTRACT_TOKEN is not None and obj is _ABSTRACT_TOKEN:
+            return _abstract_token, ()
+        if type(obj) is not _SHAPED_ARRAY or _SHAPED_ARRAY_PARAMETERS is None:
+            return NotImplemented
+        names, defaults = _SHAPED_ARRAY_PARAMETERS
+        if not all(hasattr(obj, name) for name in (*names, *defaults)):
+            return NotImplemented
+        positional = tuple(getattr(obj, name) for name in names)
+        keywords = {
+            name: getattr(obj, name)
+            for name, default in defaults.items()
+            if getattr(obj, name) is not default  # a default singleton stays the default
+        }
+        return _shaped_array, (positional, keywords)
+
+
+def portable_dumps(value: object) -> bytes:
+    """``pickle.dumps`` for a value that another process compares with its own (the
+    signatures that ``fail_fast``'s trace agreement exchanges).
+
+    From jax 0.11.2 (0.12.0.1 run here) JAX interns abstract values (``ShapedArray``,
+    the abstract token) and compares them by identity: a plain unpickled copy never
+    equals the original. Here each ``ShapedArray`` is pickled as a call of its
+    constructor (the fields its signature names), which returns the loading
+    process's own interned value, and the abstract token as the loader's singleton.
+    On jax 0.9.2 and 0.10.2, where they compare by value, the result is the same.
+    """
+    buffer = io.BytesIO()
+    _PortablePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return buffer.getvalue()
+
+
+# --- the jax.jit call that missed its cache ----------------------------------------------
+
+_MAX_FRAMES = 64  # how far up from a compile or a trace the jax.jit call is looked for
+
+
+def _pjit_file() -> str:
+    from jax._src import pjit
+
+    return pjit.__file__
+
+
+_PJIT_FILE = _pjit_file()
+
+
+class JitCall(NamedTuple):
+    """What the frame of a `jax.jit` call that missed its cache holds."""
+
+    function: Any  # the function jax.jit wraps (tinax's counted function)
+    jaxpr: Any  # the closed jaxpr it compiles, or None
+    arg_names: Sequence[str]  # the flat arguments' names
+    flat_args: Sequence[Any]  # the flat arguments
+    args: Sequence[Any]  # the call's positional arguments
+    kwargs: Mapping[str, Any]  # the call's keyword arguments
+
+
+def jit_call(frame: types.FrameType | None) -> JitCall | None:
+    """The innermost `jax.jit` cache-miss call above ``frame``, or ``None``.
+
+    No public API hands a compile listener (`jax.monitoring`) or a traced function
+    the call that caused it. JAX's C++ dispatch calls the Python function
+    ``cache_miss`` in ``jax/_src/pjit.py`` on a miss; its locals ``fun``, ``p``
+    (``params['jaxpr']``, ``arg_names``), ``args_flat``, ``args`` and ``kwargs`` are
+    read here. Run on jax 0.9.2, 0.10.2 and 0.12.0.1; where a JAX renames them, the
+    missing ones read as empty and tinax counts no compile for the call (its traces
+    are still counted), rather than failing it.
+    """
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "cache_miss" and code.co_filename == _PJIT_FILE:
+            local = frame.f_locals
+            params: Any = local.get("p")
+            inner: Any = getattr(params, "params", None)
+            return JitCall(
+                function=local.get("fun"),
+                jaxpr=None if inner is None else inner.get("jaxpr"),
+                arg_names=getattr(params, "arg_names", None) or (),
+                flat_args=local.get("args_flat") or (),
+                args=local.get("args", ()),
+                kwargs=local.get("kwargs", {}),
+            )
+        frame = frame.f_back
+    return None

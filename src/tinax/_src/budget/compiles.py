@@ -9,9 +9,9 @@ made, so the budget never sees it; this module counts it, and says why.
 
 How a compile is attributed: JAX reports each backend compile through
 `jax.monitoring` (``/jax/core/compile/backend_compile_duration``) from inside
-the `jax.jit` call that missed its cache (``cache_miss`` in ``jax._src.pjit``,
-whose locals hold the traced function, its parameters and the flat
-arguments). The listener finds that frame, and the object whose counted
+the `jax.jit` call that missed its cache (`private.jit_call` reads the traced
+function, its parameters and the flat arguments from that frame). The listener
+finds that frame, and the object whose counted
 function it holds. A compile of a jaxpr compiled before is a compile without a
 new trace; the inputs' placements, recorded at each compile, name its cause.
 ``precompile`` compiles outside a call, and says for whom (`compiling`).
@@ -35,6 +35,7 @@ import jax.monitoring
 import numpy as np
 from jax.sharding import NamedSharding
 
+from tinax._src import private
 from tinax._src.diagnosis import report
 from tinax._src.observe.log import logger
 
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
     from tinax._src.budget.ledger import Ledger
 
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
-_MAX_FRAMES = 64  # how far up from the compile the jax.jit call is looked for
 UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's sharding to
 
 
@@ -103,27 +103,6 @@ def compiling(ledger: Ledger) -> Generator[None]:
         _local.compiling = earlier
 
 
-def _pjit_file() -> str:
-    from jax._src import pjit
-
-    return pjit.__file__
-
-
-_PJIT_FILE = _pjit_file()
-
-
-def jit_call_frame(frame: types.FrameType | None) -> types.FrameType | None:
-    """The innermost `jax.jit` cache-miss frame above ``frame``, if any."""
-    for _ in range(_MAX_FRAMES):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "cache_miss" and code.co_filename == _PJIT_FILE:
-            return frame
-        frame = frame.f_back
-    return None
-
-
 def placement(value: object) -> tuple[str, str]:
     """``(key, text)``: how `jax.jit` resolves an input's sharding when none was given
     (``key``, compared), and how a person reads it (``text``)."""
@@ -176,19 +155,15 @@ def _on_duration(event: str, duration_secs: float, **metadata: Any) -> None:
 
 
 def _count(frame: types.FrameType) -> None:
-    found = jit_call_frame(frame)
+    found = private.jit_call(frame)
     names: Sequence[str] = ()
     args: Sequence[Any] = ()
     jaxpr: Any = None
     if found is not None:
-        local = found.f_locals
-        ledger = getattr(local.get("fun"), _ATTRIBUTE, None)
+        ledger = getattr(found.function, _ATTRIBUTE, None)
         if ledger is None:
             return  # another jit's compile (one of ours staged into it compiles with it)
-        params = local.get("p")
-        jaxpr = None if params is None else params.params.get("jaxpr")
-        names = () if params is None else params.arg_names
-        args = local.get("args_flat") or ()
+        jaxpr, names, args = found.jaxpr, found.arg_names, found.flat_args
     else:
         ledger = _local.compiling
         if ledger is None:

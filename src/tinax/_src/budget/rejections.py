@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 
+from tinax._src import private
 from tinax._src.wrappers.validation import LazySignature
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -87,13 +88,11 @@ def _raise_if_deleted() -> None:
     """Raises JAX's `RuntimeError` for a deleted (donated) array among the arguments of
     the `jax.jit` call being traced, read from that call's frame; a trace made by
     ``lower``/``trace``/``eval_shape`` has none to read, and is let through."""
-    from tinax._src.budget.compiles import jit_call_frame
-
-    frame = jit_call_frame(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
-    if frame is None:
+    found = private.jit_call(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+    if found is None:
         return
     tree_util: Any = jax.tree_util
-    call = (frame.f_locals.get("args", ()), frame.f_locals.get("kwargs", {}))
+    call = (found.args, found.kwargs)
     for leaf in tree_util.tree_leaves(call):
         try:
             gone = isinstance(leaf, jax.Array) and leaf.is_deleted()

@@ -40,6 +40,10 @@ REBUILT_CALLABLE = (
     "a function is equal only to itself and this one is new: build it (the optax "
     "transformation, the lambda) once, outside the step, and pass that same object on every call"
 )
+STATIC_HASH = (
+    "JAX (0.11 and later) finds static arguments by hash, then ==: define __hash__ "
+    "to agree with __eq__ (equal values hash alike; @dataclass(frozen=True) does both)"
+)
 STATIC_LEAF = (
     "with static_nonarrays=True each new non-array value is a new trace: build functions "
     "and configs once and keep them, or pass the value as an array (jnp.asarray) to trace it"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tinax._src import private
 from tinax._src.diagnosis.record import (
     Argument,
     TracedSignature,
@@ -23,20 +24,32 @@ def same(a: Any, b: Any) -> bool:
 
 
 def static_equal(a: Any, b: Any) -> bool:
-    """Whether JAX's cache finds static value ``b`` under ``a``: same type and ``==``.
+    """Whether JAX's cache finds static value ``b`` under ``a``: same type and ``==``,
+    and from jax 0.11.0 the same hash.
 
     JAX boxes static arguments in ``_HashableWithStrictTypeEquality``
-    (``type(a) is type(b) and a == b``). It requires them to be hashable, but
-    the hash does not decide: on JAX 0.9.2 and 0.10.2 an equal value with
-    another hash reuses the trace (`tests/test_jax_agrees.py` checks this).
+    (``type(a) is type(b) and a == b``) and requires them to be hashable. Whether
+    the hash decides depends on the release: on jax 0.9.2 and 0.10.2 an equal value
+    with another hash reuses the trace; on 0.11.0 and later it traces again
+    (`private.STATIC_HASH_DECIDES`; `tests/test_jax_agrees.py` checks both).
     """
     if type(a) is not type(b):
         return False
     try:
-        hash(b)
+        hashed = hash(b)
     except Exception:  # unhashable: JAX refuses the call
         return False
-    return a is b or same(a, b)
+    if a is b:
+        return True
+    return same(a, b) and (not private.STATIC_HASH_DECIDES or hash_equal(a, hashed))
+
+
+def hash_equal(a: Any, hashed: int) -> bool:
+    """``hash(a) == hashed``; a hash that raises is unequal."""
+    try:
+        return hash(a) == hashed
+    except Exception:
+        return False
 
 
 def _arguments_match(old: Argument, new: Argument) -> bool:

@@ -10,8 +10,9 @@ from typing import Any, cast
 
 import attrs
 
+from tinax._src import private
 from tinax._src.diagnosis import nnx_graphdef
-from tinax._src.diagnosis.kinds import ABSENT, MAX_DEPTH, REBUILT_CALLABLE, Difference
+from tinax._src.diagnosis.kinds import ABSENT, MAX_DEPTH, REBUILT_CALLABLE, STATIC_HASH, Difference
 from tinax._src.diagnosis.record import (
     value_text,
 )
@@ -37,6 +38,15 @@ def _fields(value: Any) -> list[tuple[str, Any]] | None:
         names: tuple[str, ...] = getattr(kind, "_fields", ())
         return [(f".{name}", getattr(value, name, None)) for name in names]  # pyright: ignore[reportUnknownArgumentType]
     return None
+
+
+def _hashable(*values: object) -> bool:
+    try:
+        for value in values:
+            hash(value)
+    except Exception:
+        return False
+    return True
 
 
 def type_name(value: object) -> str:
@@ -65,6 +75,18 @@ def static_differences(
         found = list(_part_differences(path, old, new, detail=detail, kind=kind, depth=depth))
     if found:
         return found
+    if strict and private.STATIC_HASH_DECIDES and same(old, new) and _hashable(old, new):
+        return [
+            Difference(
+                path,
+                before,
+                after,
+                ("static equality",),
+                f"{type_name(new)} is equal by == but hashes differently; "
+                f"jax {'.'.join(map(str, private.JAX_VERSION))} finds static arguments by hash",
+                fix=STATIC_HASH,
+            )
+        ]
     if before == after:
         return [
             Difference(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
@@ -80,7 +81,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     keep_unused: bool = attrs.field(default=False, kw_only=True)
     device: jit_options.Device | None = attrs.field(default=None, kw_only=True)
     backend: str | None = attrs.field(default=None, kw_only=True)
-    inline: bool = attrs.field(default=False, kw_only=True)
+    inline: bool | enum.Enum = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
@@ -197,7 +198,7 @@ def batched_jit(
     keep_unused: bool = False,
     device: jit_options.Device | None = None,
     backend: str | None = None,
-    inline: bool = False,
+    inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
@@ -225,7 +226,7 @@ def batched_jit(
     keep_unused: bool = False,
     device: jit_options.Device | None = None,
     backend: str | None = None,
-    inline: bool = False,
+    inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
@@ -253,7 +254,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     keep_unused: bool = False,
     device: jit_options.Device | None = None,
     backend: str | None = None,
-    inline: bool = False,
+    inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
@@ -308,7 +309,8 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         keep_unused: As `jax.jit`. Defaults to `False`.
         device: As `jax.jit` (deprecated there). Not with `mesh`. Defaults to `None`.
         backend: As `jax.jit` (deprecated there). Not with `mesh`. Defaults to `None`.
-        inline: As `jax.jit`. Defaults to `False`.
+        inline: As `jax.jit`: a bool, or a `jax.Inline` where the running JAX has
+            it (0.11 and later). Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
         static_nonarrays: Hold every leaf of the arguments that is not a JAX or NumPy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
@@ -67,7 +68,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     keep_unused: bool = attrs.field(default=False, kw_only=True)
     device: jit_options.Device | None = attrs.field(default=None, kw_only=True)
     backend: str | None = attrs.field(default=None, kw_only=True)
-    inline: bool = attrs.field(default=False, kw_only=True)
+    inline: bool | enum.Enum = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
@@ -118,7 +119,7 @@ def bounded_jit(
     keep_unused: bool = False,
     device: jit_options.Device | None = None,
     backend: str | None = None,
-    inline: bool = False,
+    inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
@@ -140,7 +141,7 @@ def bounded_jit(
     keep_unused: bool = False,
     device: jit_options.Device | None = None,
     backend: str | None = None,
-    inline: bool = False,
+    inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
@@ -162,7 +163,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     keep_unused: bool = False,
     device: jit_options.Device | None = None,
     backend: str | None = None,
-    inline: bool = False,
+    inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
@@ -218,7 +219,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         backend: As `jax.jit` (deprecated there): the platform to run on, e.g.
             ``"cpu"``. Not with `mesh`. Defaults to `None`.
         inline: As `jax.jit`: inline the function into enclosing traces instead of
-            a nested call. Defaults to `False`.
+            a nested call; a bool, or a `jax.Inline` where the running JAX has it
+            (0.11 and later). Defaults to `False`.
         compiler_options: As `jax.jit`: XLA compiler options by name. Defaults to
             `None`.
         static_nonarrays: Hold every leaf of the arguments that is not a JAX or NumPy
@@ -258,7 +260,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             unordered or one-shot iterable (set, generator); `mesh` is an
             `AbstractMesh`; `on_exceed` is neither a str nor `None`; an argnums
             option is not an int or an ordered sequence of int (booleans rejected);
-            `keep_unused`/`inline` is not a bool; `device` is not a `jax.Device`;
+            `keep_unused` is not a bool; `inline` is neither a bool nor a
+            `jax.Inline`; `device` is not a `jax.Device`;
             `backend` is not a str; `compiler_options` is not a dict of str;
             `jax.jit` rejects a sharding (its own error); `static_nonarrays` is not
             a bool; `propagate_updates` is not `True`, `False` or `None`. On a call

@@ -96,7 +96,7 @@ def parse_jit_options(
     own["static_argnums"] = options.static_argnums
     own["donate_argnums"] = options.donate_argnums
     own["keep_unused"] = bool(owner.keep_unused)
-    own["inline"] = bool(owner.inline)
+    own["inline"] = options.inline
     own["static_nonarrays"] = static_nonarrays
     own["propagate_updates"] = propagate
     statics = options.statics

@@ -11,6 +11,7 @@ when the user gave it: passing a default explicitly can change what JAX does
 
 from __future__ import annotations
 
+import enum
 import inspect
 import operator
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,7 @@ class Parsed:
     donate_argnums: tuple[int, ...] | None
     statics: Statics
     jit_kwargs: dict[str, Any]
+    inline: bool | enum.Enum
 
 
 def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | None:
@@ -130,6 +132,25 @@ def check_bool(api: str, parameter: str, value: object) -> bool:
     """A Python or NumPy bool (`jax.jit` takes any truthy value silently)."""
     if not issubclass(type(value), bool | np.bool_):
         raise TypeError(message(api, parameter, "a bool", value))
+    return bool(cast(Any, value))
+
+
+# `jax.Inline` (jax 0.11 and later): how far `jax.jit` inlines the function; ``None``
+# where this JAX has it not (its ``inline`` takes a bool only).
+INLINE_MODES: Any = getattr(jax, "Inline", None)
+
+
+def check_inline(api: str, value: object) -> bool | enum.Enum:
+    """A bool, as `check_bool`, or a `jax.Inline` member where the running JAX has it."""
+    if INLINE_MODES is not None and isinstance(value, INLINE_MODES):
+        return cast(enum.Enum, value)
+    if not issubclass(type(value), bool | np.bool_):
+        expected = (
+            "a bool or a jax.Inline"
+            if INLINE_MODES is not None
+            else f"a bool (jax {jax.__version__} has no jax.Inline; jax 0.11 added it)"
+        )
+        raise TypeError(message(api, "inline", expected, value))
     return bool(cast(Any, value))
 
 
@@ -310,7 +331,7 @@ def parse(
     static_nums = check_argnums(api, "static_argnums", static_argnums)
     donate_nums = check_argnums(api, "donate_argnums", donate_argnums)
     keep = check_bool(api, "keep_unused", keep_unused)
-    inlined = check_bool(api, "inline", inline)
+    inlined = check_inline(api, inline)
     device = check_device(api, device)
     backend_name = check_backend(api, backend)
     options = check_compiler_options(api, compiler_options)
@@ -367,11 +388,11 @@ def parse(
         kwargs["device"] = device
     if backend_name is not None:
         kwargs["backend"] = backend_name
-    if inlined:
-        kwargs["inline"] = True
+    if inlined is not False:
+        kwargs["inline"] = inlined
     if options is not None:
         kwargs["compiler_options"] = options
-    return Parsed(static, donate, static_nums, donate_nums, statics, kwargs)
+    return Parsed(static, donate, static_nums, donate_nums, statics, kwargs, inlined)
 
 
 _Names = tuple[str, ...]
