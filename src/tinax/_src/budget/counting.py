@@ -59,16 +59,24 @@ def counted(
         site = sites.call_site()
         if not ledger.first_traced:  # is this object one of many rebuilt alike?
             rebuilt.check_rebuilt(ledger, reported, call)
+        given_back = None
         with ledger.lock:
-            used = ledger.used
+            used = ledger.used - len(ledger.given_back)
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
+            if over and ledger.provisional:  # warm start compiled a trace no call has used
+                given_back = min(ledger.provisional)
+                ledger.provisional.discard(given_back)
+                ledger.given_back.add(given_back)
+                used, attempt, over = used - 1, attempt - 1, attempt - 1 > max_traces
             policy = None
             if over and private.chex_asserts_enabled():
                 policy = resolve(ledger.on_exceed)
             if policy != "raise":
                 ledger.in_flight += 1
             history = tuple(ledger.history)
+        if given_back is not None:
+            trace_reports.given_back(reported, given_back, attempt, max_traces)
         if over:
             attempted = call.numbered(0, call_site=site)
             if policy == "raise":

@@ -26,11 +26,13 @@ class Ledger:
         "book",
         "cleared",
         "first_traced",
+        "given_back",
         "history",
         "in_flight",
         "lock",
         "on_exceed",
         "owner",
+        "provisional",
         "rank",
         "rounds",
         "used",
@@ -38,7 +40,9 @@ class Ledger:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.used = 0
+        self.used = 0  # traces committed: the number of the latest
+        self.given_back: set[int] = set()  # warm-start traces no call used, out of the budget
+        self.provisional: set[int] = set()  # warm-start traces no call has used yet
         self.in_flight = 0
         self.history: list[TracedSignature] = []
         self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
@@ -51,11 +55,12 @@ class Ledger:
         self.rounds = 0  # traces checked across processes (trace agreement)
 
     def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
-        """``(history, traces used, number the next trace would have, traces cleared
-        from JAX's cache)``, read at once."""
+        """``(history, traces counted in the budget, the count the next trace would make,
+        traces cleared from JAX's cache)``, read at once."""
         with self.lock:
-            attempt = self.used + self.in_flight + 1
-            return tuple(self.history), self.used, attempt, self.cleared
+            counted = self.used - len(self.given_back)
+            attempt = counted + self.in_flight + 1
+            return tuple(self.history), counted, attempt, self.cleared
 
     def clear(self) -> None:
         """Notes that JAX's cache of this object was emptied: no trace so far can be

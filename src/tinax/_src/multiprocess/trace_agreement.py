@@ -61,9 +61,10 @@ def constructed(ledger: Ledger) -> None:
     ledger.rank = rank
 
 
-def _identity(ledger: Ledger, function: Callable[..., Any]) -> str | None:
-    """What every process calls this object: function, file name and line where it was
-    built, and its rank among the objects built there."""
+def identity(ledger: Ledger, function: Callable[..., Any]) -> str | None:
+    """What every process (and every run of the program: warm start) calls this object:
+    function, file name and line where it was built, and its rank among the objects
+    built there; ``None`` for an object no user code built."""
     birth = ledger.birth
     if birth is None:
         return None
@@ -136,13 +137,13 @@ def check(
     processes = _processes(mesh)
     if len(processes) < 2 or job.index not in processes:
         return
-    identity = _identity(ledger, function)
-    if identity is None:
+    name = identity(ledger, function)
+    if name is None:
         return
     with _lock:
         ledger.rounds += 1
         round_ = ledger.rounds
-    digest = hashlib.sha1(identity.encode(), usedforsecurity=False).hexdigest()[:24]
+    digest = hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:24]
     base = f"{_PREFIX}{digest}/{round_}/"
     payload = _payload(call)
     try:

@@ -41,6 +41,8 @@ def register(owner: Any, ledger: Ledger) -> None:
         if len(_registry) >= _prune_at:  # dead references go in amortized O(1)
             _registry[:] = [alive for alive in _registry if alive() is not None]
             _prune_at = max(64, 2 * len(_registry))
+    if watchers.warm_hook is not None:  # tinax.warm_start: compile what last run traced
+        watchers.warm_hook.built(owner, ledger)
 
 
 def budgets() -> Budgets:

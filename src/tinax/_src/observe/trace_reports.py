@@ -117,6 +117,8 @@ def committed(
     compile_times.await_compile(ledger, entry, name, nested)
     if watchers.traced_hook is not None:
         watchers.traced_hook(ledger, function)
+    if watchers.warm_hook is not None:
+        watchers.warm_hook.traced(ledger, function, entry)
     if logged or not logger.isEnabledFor(logging.INFO if earlier else logging.DEBUG):
         return
     where = report.function_location(function)
@@ -132,3 +134,21 @@ def committed(
     best, found = compare.closest(earlier, entry)
     lines = report.explanation_lines(best, found, entry)
     logger.info("%s\n%s", head, "\n".join(lines))
+
+
+def given_back(function: Callable[..., Any], number: int, attempt: int, max_traces: int) -> None:
+    """A warm-start trace that no call used gives its slot in the budget to a call's
+    trace (``INFO``): a stale manifest never refuses a call a cold start would run."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    where = report.function_location(function)
+    heading = report.function_name(function) + (f" ({where})" if where else "")
+    logger.info(
+        "%s: trace #%d was compiled ahead by tinax.warm_start from last run's signatures, "
+        "but no call has used it; it gives its place in the budget to this call's trace "
+        "(%d of max_traces=%d)",
+        heading,
+        number,
+        attempt,
+        max_traces,
+    )

@@ -1,13 +1,29 @@
-"""What a test session is told of every object built and every trace counted (the
-pytest plugin's ``--tinax-budgets``); nothing unless it asks."""
+"""What a test session (the pytest plugin's ``--tinax-budgets``) and a warm start
+(`tinax.warm_start`) are told of every object built and every trace counted;
+nothing unless one asks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from tinax._src.budget.ledger import Ledger
+    from tinax._src.diagnosis.record import TracedSignature
+
+
+class WarmHook(Protocol):
+    """What `tinax.warm_start` is told: each object built (wrap time, after it is
+    registered) and each trace committed (trace time)."""
+
+    def built(self, owner: Any, ledger: Ledger) -> None: ...
+
+    def traced(
+        self, ledger: Ledger, function: Callable[..., Any], entry: TracedSignature
+    ) -> None: ...
+
+
+warm_hook: WarmHook | None = None  # set by tinax.warm_start only
 
 
 built_hook: Callable[[Any, Ledger], None] | None = None

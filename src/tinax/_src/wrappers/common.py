@@ -397,7 +397,8 @@ class BudgetedMixin:
     def traces_used(self) -> int:
         """How many traces this object has made so far (never more than `max_traces`
         while chex assertions are on)."""
-        return self._ledger.used
+        ledger = self._ledger
+        return ledger.used - len(ledger.given_back)
 
     @property
     def compiles_used(self) -> int:

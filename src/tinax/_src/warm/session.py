@@ -1,0 +1,572 @@
+"""Warm start: every budgeted object compiles last run's signatures as it is built.
+
+`warm_start(path)` is called once, at program start. From then on:
+
+- **Recording.** Each trace an object commits is encoded at trace time (its text
+  and its pickle, `manifest.encode`); at exit, or on `save_signatures`, the
+  signatures are written to ``path`` (`manifest.write`), merged with what the
+  file held for objects this run did not trace.
+- **Warm compiles.** An object built at a place the manifest names (same function,
+  file, line and rank there) starts compiling the recorded signatures at once, in
+  background threads: `precompile`, one task per signature, at most the object's
+  budget left. Until they are all done, the object's call is a small wrapper that
+  waits for them (a call never traces what a warm compile is tracing); the last one
+  to finish puts the `jax.jit` object back as the call, so a cached call costs what
+  it costs without warm start. A warm compile that fails is logged (``WARNING``)
+  and leaves the object as a first call would find it without warm start.
+- **Misses, explained.** A trace at a recorded place that matches no recorded
+  signature is logged at ``INFO`` with its differences from the closest one, in
+  the words of a budget error; a change of JAX, jaxlib, backend, devices or XLA
+  flags since the recorded run, and a function whose code changed, are logged once
+  (``INFO``): JAX's persistent cache keys on them, so those compiles start anew.
+
+``TINAX_WARM_START=0`` turns all of it off. Nothing is ever wrong because of a
+manifest: a missing, stale or corrupt file is a log line, and the run starts cold.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import queue
+import re
+import threading
+import weakref
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from tinax._src import private
+from tinax._src.diagnosis import compare, record, report, reuse
+from tinax._src.diagnosis.record import TracedSignature
+from tinax._src.multiprocess import trace_agreement
+from tinax._src.observe import registry, watchers
+from tinax._src.observe.log import logger
+from tinax._src.warm import manifest
+from tinax._src.wrappers import validation
+
+if TYPE_CHECKING:
+    from tinax._src.budget.ledger import Ledger
+
+_API = "warm_start"
+_VARIABLE = "TINAX_WARM_START"
+
+
+_LedgerRef = weakref.ref["Ledger"]
+_WATCHED_CALLS = 16  # calls that may confirm warm traces before the call is the jax.jit's
+
+
+class _Warming:
+    """The warm compiles of one object, and its call until they are confirmed.
+
+    While a warm compile runs, the object's call is `call`, which waits for them
+    all (a call never traces what a warm compile is tracing). Each warm trace is
+    provisional (``ledger.provisional``) until a call runs from it: a call that
+    makes no trace is matched (``explain``) to the trace it ran from. Once none is
+    provisional, or after `_WATCHED_CALLS` calls, the original call (the `jax.jit`
+    object) is put back, so cached calls cost what they cost without warm start.
+    A provisional trace gives its place in the budget to a call's trace that would
+    exceed it (`budget.counting`): a stale manifest never refuses a call.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_calls",
+        "_done",
+        "_ledger",
+        "_left",
+        "_lock",
+        "_original",
+        "_owner",
+    )
+
+    def __init__(self, owner: Any, ledger: Ledger, count: int) -> None:
+        self._owner = weakref.ref(owner)
+        self._ledger = ledger
+        self._original: Callable[..., Any] = owner.__dict__["_call"]
+        self._left = count
+        self._calls = 0
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+
+    def install(self) -> None:
+        owner = self._owner()
+        if owner is not None:
+            owner.__dict__["_call"] = self.call
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        self._done.wait()
+        ledger = self._ledger
+        before = ledger.used
+        out = self._original(*args, **kwargs)
+        self._confirm(args, kwargs, traced=ledger.used != before)
+        return out
+
+    def _confirm(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, traced: bool) -> None:
+        ledger = self._ledger
+        with self._lock:
+            self._calls += 1
+            calls = self._calls
+        if ledger.provisional and not traced:
+            owner = self._owner()
+            try:
+                reused = None if owner is None else owner.explain(*args, **kwargs).reuses
+            except Exception:  # donated arrays, odd leaves: left provisional
+                reused = None
+            if reused is not None:
+                with ledger.lock:
+                    ledger.provisional.discard(reused.number)
+        if not ledger.provisional or calls >= _WATCHED_CALLS:
+            self._restore()
+
+    def _restore(self) -> None:
+        owner = self._owner()
+        if owner is not None and owner.__dict__.get("_call") == self.call:
+            owner.__dict__["_call"] = self._original
+
+    def finished_one(self, number: int | None) -> None:
+        """A warm compile ended: ``number`` is the trace it made, ``None`` if it failed."""
+        ledger = self._ledger
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if number is not None:
+            with ledger.lock:
+                ledger.provisional.add(number)
+        if last:
+            if not ledger.provisional:  # nothing to confirm: the jax.jit object at once
+                self._restore()
+            self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+
+class _Workers:
+    """A few daemon threads that run warm compiles, started on the first task. Daemon:
+    a program that ends before its warm compiles are done is not held up by them."""
+
+    def __init__(self, count: int) -> None:
+        self._count = count
+        self._tasks: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._started = False
+        self._lock = threading.Lock()
+        self.stopped = False
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                for index in range(self._count):
+                    thread = threading.Thread(
+                        target=self._run, name=f"tinax-warm-start-{index}", daemon=True
+                    )
+                    thread.start()
+        self._tasks.put(task)
+
+    def _run(self) -> None:
+        while True:
+            task = self._tasks.get()
+            if task is None or self.stopped:
+                return
+            task()
+
+
+class WarmStart:
+    """One program's warm start: the manifest read at start, this run's signatures,
+    the warm compiles in flight."""
+
+    def __init__(self, path: str, workers: int, loaded: manifest.Manifest | None) -> None:
+        self.path = path
+        self._workers = _Workers(workers)
+        self._loaded: dict[str, manifest.Place] = dict(loaded.places) if loaded else {}
+        self._loaded_environment = dict(loaded.environment) if loaded else {}
+        self._decoded: dict[str, list[TracedSignature]] = {}
+        # this run's traces per object: (trace number, as written, its ledger if warm)
+        self._recorded: dict[str, list[tuple[int, manifest.Recorded, _LedgerRef | None]]] = {}
+        self._functions: dict[str, tuple[str, str | None]] = {}
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._environment_checked = False
+        self._pending: list[weakref.ref[_Warming]] = []
+
+    # --- wrap time -------------------------------------------------------------------
+
+    def built(self, owner: Any, ledger: Ledger) -> None:
+        """An object was built: if last run traced it, compile those signatures now."""
+        if not self._loaded:
+            return
+        name = trace_agreement.identity(ledger, owner.function)
+        place = None if name is None else self._loaded.get(name)
+        if name is None or place is None or not place.signatures:
+            return
+        chosen = place.signatures[: max(0, owner.max_traces - owner.traces_used)]
+        if not chosen:
+            return
+        self._check_environment()
+        code = manifest.code_digest(owner.function)
+        if place.code is not None and code is not None and code != place.code:
+            logger.info(
+                "tinax warm start: %s: its code changed since the recorded run; its %d "
+                "recorded signature(s) compile anew (JAX's persistent cache keys on the code)",
+                name,
+                len(chosen),
+            )
+        mesh = private.ambient_concrete_mesh()  # the building thread's: workers have none
+        pending = _Warming(owner, ledger, len(chosen))
+        pending.install()
+        with self._lock:
+            self._pending.append(weakref.ref(pending))
+        logger.debug("tinax warm start: %s: compiling %d recorded signature(s)", name, len(chosen))
+        reference = weakref.ref(owner)
+        for recorded in chosen:
+            self._workers.submit(
+                lambda recorded=recorded: self._warm(reference, name, recorded, mesh, pending)
+            )
+
+    def _warm(
+        self,
+        reference: weakref.ref[Any],
+        name: str,
+        recorded: manifest.Recorded,
+        mesh: Any,
+        pending: _Warming,
+    ) -> None:
+        number = None
+        try:
+            owner = reference()
+            if owner is None:
+                return
+            signature = manifest.decode(recorded)
+            self._local.warming = True
+            use_mesh = mesh is not None and owner.mesh is None and not signature.abstract_mesh.empty
+            with _ambient(mesh) if use_mesh else contextlib.nullcontext():
+                traced_before = owner._ledger.used  # pyright: ignore[reportPrivateUsage]
+                owner.precompile(signature)
+                made = reuse.reused(owner.traced_signatures, signature)
+            if made is not None and made.number > traced_before:  # a trace of its own
+                number = made.number
+        except Exception as error:
+            logger.warning(
+                "tinax warm start: %s: recorded signature (%s) not compiled, left to its "
+                "first call: %s: %s",
+                name,
+                recorded.text,
+                type(error).__name__,
+                str(error).splitlines()[0] if str(error) else "",
+            )
+        finally:
+            self._local.warming = False
+            pending.finished_one(number)
+
+    def _check_environment(self) -> None:
+        with self._lock:
+            if self._environment_checked:
+                return
+            self._environment_checked = True
+        if not self._loaded_environment:
+            return
+        changed = manifest.changes(self._loaded_environment, manifest.environment())
+        if changed:
+            logger.info(
+                "tinax warm start: %s changed since the recorded run (%s); JAX's persistent "
+                "cache keys on them, so recorded signatures compile anew",
+                ", ".join(change.split(" ")[0] for change in changed),
+                "; ".join(changed),
+            )
+
+    # --- trace time ------------------------------------------------------------------
+
+    def traced(self, ledger: Ledger, function: Callable[..., Any], entry: TracedSignature) -> None:
+        """A trace was committed: encode it for the manifest; say why last run's
+        signatures did not cover it."""
+        name = trace_agreement.identity(ledger, function)
+        if name is None:
+            return
+        try:
+            recorded = manifest.encode(entry)
+        except manifest.Unwritable as unwritable:
+            logger.info(
+                "tinax warm start: %s: trace %d is not recorded: argument %r holds %s, "
+                "which cannot be written (it will trace on its first call next run)",
+                name,
+                entry.number,
+                unwritable.argument,
+                record.value_text(unwritable.value),
+            )
+            recorded = None
+        warming = bool(getattr(self._local, "warming", False))
+        with self._lock:
+            if name not in self._functions:
+                self._functions[name] = (
+                    report.function_name(function),
+                    manifest.code_digest(function),
+                )
+            if recorded is not None:
+                kept = (entry.number, recorded, weakref.ref(ledger) if warming else None)
+                self._recorded.setdefault(name, []).append(kept)
+        if not warming:
+            self._explain_miss(name, entry)
+
+    def _explain_miss(self, name: str, entry: TracedSignature) -> None:
+        place = self._loaded.get(name)
+        if place is None or not logger.isEnabledFor(logging.INFO):
+            return
+        earlier = self._decoded_signatures(name, place)
+        if not earlier or reuse.reused(earlier, entry) is not None:
+            return
+        best, found = compare.closest(earlier, entry)
+        lines = report.explanation_lines(best, found, entry)
+        if lines:  # the recorded run's trace numbers mean nothing in this run
+            lines[0] = re.sub(
+                r"^Closest earlier trace: #\d+ ", "Closest recorded signature ", lines[0]
+            )
+        logger.info(
+            "tinax warm start: %s traced a signature the recorded run did not (compiled "
+            "now, not ahead of its call).\n%s",
+            name,
+            "\n".join(lines),
+        )
+
+    def _decoded_signatures(self, name: str, place: manifest.Place) -> list[TracedSignature]:
+        with self._lock:
+            found = self._decoded.get(name)
+        if found is not None:
+            return found
+        decoded: list[TracedSignature] = []
+        for recorded in place.signatures:
+            try:
+                decoded.append(manifest.decode(recorded))
+            except Exception:
+                continue
+        with self._lock:
+            self._decoded[name] = decoded
+        return decoded
+
+    # --- saving ----------------------------------------------------------------------
+
+    def snapshot(self) -> manifest.Manifest:
+        """What `save` writes: this run's signatures first, then last run's for the same
+        objects, and last run's objects that this run did not trace."""
+        with self._lock:
+            recorded = {
+                name: [kept for number, kept, ledger in found if _called(number, ledger)]
+                for name, found in self._recorded.items()
+            }
+            functions = dict(self._functions)
+        places = dict(self._loaded)
+        for name, found in recorded.items():
+            before = places.get(name)
+            function, code = functions[name]
+            places[name] = manifest.Place(
+                function,
+                code,
+                manifest.merged(found, before.signatures if before is not None else ()),
+            )
+        env = _environment_or(self._loaded_environment) if recorded else self._loaded_environment
+        return manifest.Manifest(env, places)
+
+    def save(self, path: str | None = None) -> None:
+        target = self.path if path is None else path
+        manifest.write(target, self.snapshot())
+
+    def save_at_exit(self) -> None:
+        self._workers.stopped = True
+        try:
+            self.save()
+        except Exception as error:  # at exit: a log line, never a traceback
+            logger.warning(
+                "tinax warm start: signatures not written to %s: %s: %s",
+                self.path,
+                type(error).__name__,
+                error,
+            )
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits for every warm compile started so far; whether they all finished."""
+        with self._lock:
+            pending = [found for ref in self._pending if (found := ref()) is not None]
+        return all(item.wait(timeout) for item in pending)
+
+
+def _called(number: int, reference: _LedgerRef | None) -> bool:
+    """Whether trace ``number`` ran a call: any trace a call made, and a warm trace that a
+    call ran from (neither provisional nor given back). Warm traces no call used go after
+    this run's, so that a stale signature drifts out of the budget's first places."""
+    if reference is None:
+        return True
+    ledger = reference()
+    if ledger is None:  # dropped: whether a call used it is unknown
+        return False
+    with ledger.lock:
+        return number not in ledger.provisional and number not in ledger.given_back
+
+
+def _environment_or(fallback: dict[str, str]) -> dict[str, str]:
+    try:
+        return manifest.environment()
+    except Exception:
+        return fallback
+
+
+@contextlib.contextmanager
+def _ambient(mesh: Any) -> Generator[None]:
+    previous = private.enter_mesh(mesh)
+    try:
+        yield
+    finally:
+        private.restore_mesh(previous)
+
+
+# --- the public functions -------------------------------------------------------------------
+
+_session_lock = threading.Lock()
+
+
+def _check_path(api: str, path: object) -> str:
+    if not isinstance(path, str) and not hasattr(type(path), "__fspath__"):
+        raise TypeError(validation.message(api, "path", "a str or os.PathLike", path))
+    text = os.fspath(path)  # type: ignore[arg-type]
+    if not isinstance(text, str) or not text:
+        raise ValueError(validation.message(api, "path", "a non-empty file path", path))
+    return text
+
+
+def _check_workers(workers: object) -> int:
+    if workers is None:
+        return max(1, os.cpu_count() or 1)
+    kind = type(workers)
+    if issubclass(kind, bool) or not issubclass(kind, int):
+        raise TypeError(validation.message(_API, "workers", "None or an int", workers))
+    if workers < 1:  # type: ignore[operator]
+        raise ValueError(validation.message(_API, "workers", "None or an int >= 1", workers))
+    return int(workers)  # type: ignore[call-overload]
+
+
+def active() -> WarmStart | None:
+    """The process's warm start, if `warm_start` turned it on."""
+    hook = watchers.warm_hook
+    return hook if isinstance(hook, WarmStart) else None
+
+
+def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> None:
+    """Starts warm: compiles last run's signatures as each budgeted object is built,
+    and records this run's for the next.
+
+    Call it once, at program start, before the budgeted objects are built (and
+    after `jax.distributed.initialize`, where a job calls it). Every
+    `BoundedJit`/`BatchedJit` built afterwards records the signatures it traces;
+    at exit (and on `save_signatures`) they are written to ``path``, a JSON file
+    a person can read. On the next run, an object built at a recorded place (its
+    function, the file and line where it was built, its rank among the objects
+    built there) starts compiling its recorded signatures at once, in background
+    threads, while the program goes on loading data: its first call finds the
+    executable ready or waits only for what remains. These traces count in the
+    object's budget as `precompile`'s do (at most the budget is warm-compiled).
+
+    With JAX's persistent compilation cache set (``jax_compilation_cache_dir``),
+    the warm compiles are loads from it. A trace that no recorded signature
+    matches is logged at ``INFO`` on the ``tinax`` logger with its differences from
+    the closest one; so is a change of JAX, backend, devices, XLA flags or the
+    function's code since the recorded run. A missing, stale or corrupt manifest
+    is a log line: the run starts cold. ``TINAX_WARM_START=0`` turns warm start
+    off (nothing is read, compiled or written).
+
+    Args:
+        path: The manifest's file (``str`` or ``os.PathLike``); it need not exist.
+        workers: Threads that compile in the background. Defaults to `None`: the
+            CPU count.
+
+    Raises:
+        TypeError: ``path`` is not a str or os.PathLike; ``workers`` is not `None`
+            or an int (bool is not accepted).
+        ValueError: ``path`` is empty; ``workers`` is below 1; warm start is on
+            already with another path.
+
+    Examples:
+        >>> import tinax
+        >>> tinax.warm_start("run/tinax-signatures.json")  # doctest: +SKIP
+    """
+    target = _check_path(_API, path)
+    count = _check_workers(workers)
+    if os.environ.get(_VARIABLE, "").strip() == "0":
+        logger.info("tinax warm start: off (%s=0); nothing is read or written", _VARIABLE)
+        return
+    with _session_lock:
+        current = active()
+        if current is not None:
+            if os.path.abspath(current.path) == os.path.abspath(target):
+                return  # called again (a notebook cell run twice): already on
+            raise ValueError(
+                f"{_API}: warm start is on already with path {current.path!r}; got "
+                f"{target!r} (call it once, at program start)."
+            )
+        session = WarmStart(target, count, _load(target))
+        watchers.warm_hook = session
+    atexit.register(session.save_at_exit)
+
+
+def _load(path: str) -> manifest.Manifest | None:
+    try:
+        loaded = manifest.read(path)
+    except FileNotFoundError:
+        logger.info("tinax warm start: no manifest at %s yet; this run records one", path)
+        return None
+    except (OSError, manifest.ManifestError, UnicodeDecodeError) as error:
+        logger.warning(
+            "tinax warm start: %s cannot be used (%s); starting cold, and it is rewritten at exit",
+            path,
+            error,
+        )
+        return None
+    logger.info(
+        "tinax warm start: %s holds %d signature(s) of %d object(s)",
+        path,
+        sum(len(place.signatures) for place in loaded.places.values()),
+        len(loaded.places),
+    )
+    return loaded
+
+
+def save_signatures(path: str | os.PathLike[str]) -> None:
+    """Writes the traced signatures of every budgeted object to ``path`` now.
+
+    With `warm_start` on, this writes what it would write at exit (this run's
+    signatures, and the recorded ones of objects this run did not trace);
+    without it, the signatures of the objects alive now. A later
+    ``tinax.warm_start(path)`` compiles them as the objects are built.
+
+    Args:
+        path: The file to write (``str`` or ``os.PathLike``), replaced whole.
+
+    Raises:
+        TypeError: ``path`` is not a str or os.PathLike.
+        ValueError: ``path`` is empty.
+        OSError: The file cannot be written.
+    """
+    target = _check_path("save_signatures", path)
+    session = active()
+    if session is not None:
+        session.save(target)
+        return
+    manifest.write(target, _live_manifest())
+
+
+def _live_manifest() -> manifest.Manifest:
+    places: dict[str, manifest.Place] = {}
+    for owner in registry.budgets():
+        ledger: Ledger = owner._ledger  # pyright: ignore[reportPrivateUsage]
+        name = trace_agreement.identity(ledger, owner.function)
+        if name is None:
+            continue
+        kept: list[manifest.Recorded] = []
+        for entry in owner.traced_signatures:
+            try:
+                kept.append(manifest.encode(entry))
+            except manifest.Unwritable:
+                continue
+        places[name] = manifest.Place(
+            report.function_name(owner.function), manifest.code_digest(owner.function), tuple(kept)
+        )
+    return manifest.Manifest(_environment_or({}) if places else {}, places)
