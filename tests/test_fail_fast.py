@@ -285,7 +285,7 @@ class TestSignaturesCrossProcesses:
         assert list(compare.differences(signature, received)) == []
 
     def test_a_sent_signature_with_another_shape_still_differs(self):
-        step, (first, second) = _signatures()
+        _, (first, second) = _signatures()
         received = pickle.loads(private.portable_dumps(second))
         assert not reuse.matches(first, received)
         [difference] = compare.differences(first, received)

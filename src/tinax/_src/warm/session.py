@@ -35,7 +35,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tinax._src import private
 from tinax._src.diagnosis import compare, record, report, reuse
@@ -425,10 +425,21 @@ _session_lock = threading.Lock()
 
 
 def _check_path(api: str, path: object) -> str:
-    if not isinstance(path, str) and not hasattr(type(path), "__fspath__"):
-        raise TypeError(validation.message(api, "path", "a str or os.PathLike", path))
-    text = os.fspath(path)  # type: ignore[arg-type]
-    if not isinstance(text, str) or not text:
+    """A non-empty ``str`` or ``os.PathLike`` of ``str``, as a plain ``str``."""
+    kind = type(path)
+    expected = "a str or os.PathLike"
+    if issubclass(kind, str):
+        text = str.__str__(cast(str, path))
+    elif hasattr(kind, "__fspath__"):
+        try:
+            text = os.fspath(cast(os.PathLike[str], path))
+        except Exception:
+            raise TypeError(validation.message(api, "path", expected, path)) from None
+        if type(text) is not str:  # a bytes path: JSON manifests are named by text
+            raise TypeError(validation.message(api, "path", f"{expected} of str", path))
+    else:
+        raise TypeError(validation.message(api, "path", expected, path))
+    if not text:
         raise ValueError(validation.message(api, "path", "a non-empty file path", path))
     return text
 
@@ -436,12 +447,10 @@ def _check_path(api: str, path: object) -> str:
 def _check_workers(workers: object) -> int:
     if workers is None:
         return max(1, os.cpu_count() or 1)
-    kind = type(workers)
-    if issubclass(kind, bool) or not issubclass(kind, int):
-        raise TypeError(validation.message(_API, "workers", "None or an int", workers))
-    if workers < 1:  # type: ignore[operator]
+    count = validation.check_int(_API, "workers", "None or an int", workers)
+    if count < 1:
         raise ValueError(validation.message(_API, "workers", "None or an int >= 1", workers))
-    return int(workers)  # type: ignore[call-overload]
+    return count
 
 
 def active() -> WarmStart | None:

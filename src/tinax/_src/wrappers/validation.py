@@ -53,6 +53,11 @@ def _integer(api: str, parameter: str, expected: str, value: object) -> int:
     return operator.index(value)  # type: ignore[arg-type]
 
 
+def check_int(api: str, parameter: str, expected: str, value: object) -> int:
+    """A Python or NumPy integer as a plain int (bool is not accepted)."""
+    return _integer(api, parameter, expected, value)
+
+
 def check_function(api: str, value: object) -> Callable[..., Any]:
     """Checks that ``value`` is callable, and neither a generator function nor a
     `staticmethod`/`classmethod` object (as `jax.jit`)."""

@@ -1,0 +1,308 @@
+"""`tinax.warm_start`: a program run twice, each run a fresh process, starts warm on the
+second; a stale, corrupt or unwritable manifest is a log line, never a wrong result."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinax
+from strategies import wide_values
+from tinax._src.observe import watchers
+from tinax._src.warm import manifest, session
+from tinax.jit import bounded_jit
+
+PROGRAM = Path(__file__).with_name("warm_start_program.py")
+
+
+def _built_at(marker):
+    """The program's line where ``marker`` builds an object (its place in the manifest)."""
+    lines = PROGRAM.read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if marker in line)
+
+
+STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit = ')}, #0"
+APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
+
+
+def run(path, *options, env=None, expect_ok=True):
+    """Runs the program once in a fresh process: (facts printed, its log)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINAX_")}
+    environment["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    environment.update(env or {})
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), str(path), *options],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    if expect_ok:
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+    return done.returncode, done.stderr
+
+
+class TestTwoRuns:
+    def test_the_second_run_compiles_the_recorded_signature_before_the_first_call(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        first, _ = run(path, "--wait")
+        assert first["traces_before_call"] == 0  # nothing recorded yet: cold
+        assert (first["runs"], first["traces_used"], first["compiles_used"]) == (1, 1, 1)
+        second, log = run(path, "--wait")
+        assert second["traces_before_call"] == 1  # compiled while the program went on
+        assert second["compiles_before_call"] == 1
+        # the call ran from it: no second trace of the body, no second compile
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
+        assert second["result"] == first["result"]
+        assert "holds 1 signature(s) of 1 object(s)" in log
+
+    def test_a_call_during_the_warm_compile_waits_for_it_and_never_traces_twice(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        # the trace sleeps 2 s: the first call comes while the warm compile is tracing
+        second, _ = run(path, "--slow", "2", "--calls", "3")
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
+
+    def test_the_manifest_is_a_json_file_a_person_can_read(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        content = json.loads(path.read_text())
+        assert content["format"] == manifest.FORMAT
+        assert content["environment"]["jax"] == jax.__version__
+        [name] = [name for name in content["objects"] if "step" in name]
+        assert name == STEP
+        [signature] = content["objects"][name]["signatures"]
+        assert signature["text"] == "x: f32[8,3], scale: weak-typed f32[]"
+
+    def test_at_most_the_budget_is_compiled_ahead(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path, "--max-traces", "2")
+        run(path, "--max-traces", "2", "--batch", "4")  # two signatures recorded now
+        texts = _texts(path, "step")
+        assert texts == [
+            "x: f32[4,3], scale: weak-typed f32[]",
+            "x: f32[8,3], scale: weak-typed f32[]",
+        ]
+        third, _ = run(path, "--max-traces", "1", "--batch", "4", "--wait")
+        assert third["traces_before_call"] == 1
+        assert third["traces_used"] == 1
+
+
+class TestNothingWrongBecauseOfAManifest:
+    def test_a_stale_signature_gives_its_place_to_the_call_and_the_miss_is_explained(
+        self, tmp_path
+    ):
+        path = tmp_path / "signatures.json"
+        run(path)  # batch 8, max_traces=1
+        second, log = run(path, "--batch", "16", "--wait")
+        assert second["traces_before_call"] == 1  # the recorded batch of 8, compiled ahead
+        # a cold run would trace batch 16 once and run: so does this one
+        assert second["traces_used"] == 1
+        assert "trace #1 was compiled ahead by tinax.warm_start" in log
+        assert "gives its place in the budget to this call's trace (1 of max_traces=1)" in log
+        assert "traced a signature the recorded run did not" in log
+        assert "Closest recorded signature (1 difference):" in log
+        assert "x: f32[8,3] -> f32[16,3] (shape)" in log
+        # next run, the signature the program called comes first
+        assert _texts(path, "step")[0] == "x: f32[16,3], scale: weak-typed f32[]"
+
+    def test_a_corrupt_manifest_is_a_log_line_and_is_written_anew(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        path.write_text('{"format": "tinax warm start 1", "objects": [1, 2')
+        facts, log = run(path, "--wait")
+        assert facts["traces_before_call"] == 0
+        assert facts["traces_used"] == 1
+        assert "cannot be used (not JSON" in log
+        assert "starting cold, and it is rewritten at exit" in log
+        assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+
+    def test_a_signature_that_no_longer_unpickles_is_a_warning_and_the_call_runs_cold(
+        self, tmp_path
+    ):
+        path = tmp_path / "signatures.json"
+        run(path)
+        content = json.loads(path.read_text())
+        for place in content["objects"].values():
+            for signature in place["signatures"]:
+                signature["data"] = "bm90IGEgcGlja2xl"  # "not a pickle"
+        path.write_text(json.dumps(content))
+        facts, log = run(path, "--wait")
+        assert facts["traces_before_call"] == 0
+        assert (facts["runs"], facts["traces_used"]) == (1, 1)
+        assert "recorded signature (x: f32[8,3], scale: weak-typed f32[]) not compiled" in log
+
+    def test_a_warm_compile_that_fails_leaves_the_object_as_a_cold_start_would(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        code, log = run(path, "--wait", env={"WARM_TEST_FAIL": "1"}, expect_ok=False)
+        assert "not compiled, left to its first call: ValueError: step refuses" in log
+        # the call raises what it raises cold: the body's own error, not a budget error
+        assert code != 0
+        assert "ValueError: step refuses to trace (WARM_TEST_FAIL=1)" in log
+        assert "TraceBudgetError" not in log
+
+    def test_tinax_warm_start_0_reads_and_writes_nothing(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        before = path.read_text()
+        facts, log = run(path, "--wait", "--batch", "4", env={"TINAX_WARM_START": "0"})
+        assert facts["traces_before_call"] == 0
+        assert "warm start: off (TINAX_WARM_START=0)" in log
+        assert path.read_text() == before
+        missing = tmp_path / "never.json"
+        run(missing, env={"TINAX_WARM_START": "0"})
+        assert not missing.exists()
+
+    def test_a_static_value_that_cannot_be_written_is_left_out_with_one_log_line(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        _, log = run(path, "--static-lambda")
+        lines = [line for line in log.splitlines() if "cannot be written" in line]
+        assert len(lines) == 1, log
+        assert f"{APPLY}: trace 1" in lines[0]
+        assert "argument 'fn' holds <function <lambda>>, which cannot be written" in lines[0]
+        assert _texts(path, "apply") == []
+        assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+
+
+class TestWhyItMissed:
+    def test_a_change_of_xla_flags_and_devices_is_named(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        flags = "--xla_force_host_platform_device_count=2"
+        _, log = run(path, "--wait", env={"XLA_FLAGS": flags})
+        [line] = [line for line in log.splitlines() if "changed since the recorded run" in line]
+        assert "devices, XLA_FLAGS changed since the recorded run" in line
+        assert "devices 1 x cpu -> 2 x cpu" in line
+        assert f"XLA_FLAGS --xla_force_host_platform_device_count=1 -> {flags}" in line
+
+    def test_a_function_whose_code_changed_is_named(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        facts, log = run(path, "--wait", "--version", "2")
+        assert f"{STEP}: its code changed" in log
+        assert facts["traces_before_call"] == 1  # the signature still compiles ahead
+        assert "XLA_FLAGS" not in log  # nothing else changed
+
+    def test_nothing_is_logged_as_changed_when_nothing_changed(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path)
+        _, log = run(path, "--wait")
+        assert "changed" not in log
+        assert "traced a signature the recorded run did not" not in log
+
+
+def _texts(path, function):
+    content = json.loads(Path(path).read_text())
+    return [
+        signature["text"]
+        for name, place in content["objects"].items()
+        if f".{function} built at" in name
+        for signature in place["signatures"]
+    ]
+
+
+# --- in this process: arguments, saving, the file format -----------------------------------
+
+
+@pytest.fixture
+def no_session(monkeypatch):
+    """Warm start off around the test, whatever the test turns on (and no exit hook)."""
+    monkeypatch.setattr(watchers, "warm_hook", None)
+    monkeypatch.setattr(session.atexit, "register", lambda *_: None)
+
+
+class TestArguments:
+    @settings(max_examples=60, deadline=None)
+    @given(path=wide_values(), workers=st.one_of(st.none(), wide_values()))
+    def test_bad_arguments_raise_only_documented_errors_naming_the_argument(self, path, workers):
+        watchers.warm_hook = None
+        try:
+            tinax.warm_start(path, workers=workers)
+        except (TypeError, ValueError) as error:
+            text = str(error)
+            assert text.startswith("warm_start: "), text
+            assert "path must be" in text or "workers must be" in text, text
+        finally:
+            watchers.warm_hook = None
+
+    def test_a_bool_for_workers_is_refused(self, no_session, tmp_path):
+        with pytest.raises(TypeError, match=r"workers must be None or an int; got True \(bool\)"):
+            tinax.warm_start(tmp_path / "m.json", workers=True)
+
+    def test_zero_workers_is_refused(self, no_session, tmp_path):
+        with pytest.raises(ValueError, match=r"workers must be None or an int >= 1; got 0"):
+            tinax.warm_start(tmp_path / "m.json", workers=0)
+
+    def test_a_second_call_with_the_same_path_is_a_no_op_and_another_path_is_refused(
+        self, no_session, tmp_path
+    ):
+        tinax.warm_start(tmp_path / "m.json")
+        first = session.active()
+        tinax.warm_start(str(tmp_path / "m.json"))
+        assert session.active() is first
+        with pytest.raises(ValueError, match="warm start is on already with path"):
+            tinax.warm_start(tmp_path / "other.json")
+
+
+class TestSaveSignatures:
+    def test_without_warm_start_it_writes_the_live_objects_signatures(self, no_session, tmp_path):
+        double = bounded_jit(lambda x: x * 2, max_traces=2)
+        double(jnp.ones(3))
+        double(jnp.ones((2, 2)))
+        path = tmp_path / "saved.json"
+        tinax.save_signatures(path)
+        read = manifest.read(path)
+        [place] = [place for name, place in read.places.items() if "test_warm_start.py" in name]
+        assert [r.text for r in place.signatures] == ["x: f32[3]", "x: f32[2,2]"]
+        assert [manifest.decode(r).leaves[0].text for r in place.signatures] == [
+            "f32[3]",
+            "f32[2,2]",
+        ]
+
+    def test_a_bad_path_is_refused_naming_it(self):
+        with pytest.raises(TypeError, match=r"save_signatures: path must be a str or os.PathLike"):
+            tinax.save_signatures(3)
+
+
+class TestManifestFile:
+    @settings(max_examples=100, deadline=None)
+    @given(
+        content=st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+            lambda children: (
+                st.lists(children, max_size=3)
+                | st.dictionaries(st.text(max_size=8), children, max_size=3)
+            ),
+            max_leaves=10,
+        ).map(lambda c: {"format": manifest.FORMAT, "objects": c} if isinstance(c, dict) else c)
+    )
+    def test_any_json_reads_as_a_manifest_or_a_manifest_error(self, tmp_path_factory, content):
+        path = tmp_path_factory.mktemp("m") / "m.json"
+        path.write_text(json.dumps(content))
+        try:
+            read = manifest.read(path)
+        except manifest.ManifestError as error:
+            assert str(error)
+        else:
+            assert all(isinstance(place, manifest.Place) for place in read.places.values())
+
+    def test_merged_puts_this_runs_signatures_first_without_repeats(self):
+        a, b, c = (manifest.Recorded(text, text) for text in "abc")
+        assert manifest.merged([b], [a, b, c]) == (b, a, c)
+        assert manifest.merged([a, b], [c], limit=2) == (a, b)
+
+    def test_a_write_replaces_the_file_whole(self, tmp_path):
+        path = tmp_path / "deep" / "m.json"
+        place = manifest.Place("f", None, (manifest.Recorded("x: f32[3]", "data"),))
+        manifest.write(path, manifest.Manifest({"jax": "1"}, {"f built at a.py:1, #0": place}))
+        manifest.write(path, manifest.Manifest({}, {}))
+        assert manifest.read(path).places == {}
+        assert [p.name for p in path.parent.iterdir()] == ["m.json"]  # no temporary left
