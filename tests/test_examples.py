@@ -95,3 +95,17 @@ def test_models_page_nnx_section_shows_the_real_output():
     assert "same weights and statistics as nnx.jit: True" in out
     assert "  graphdef.temperature: 1.0 -> 2.0 (static argument value" in out
     assert "  model.bn.use_running_average: False -> True (static field of BatchNorm)" in out
+
+
+def test_warm_start_page_shows_the_real_output():
+    """As for the retraces page: each run the example prints is the page's next ``text``
+    block, but for durations."""
+    out = run_example("warm_start.py")
+    assert_page_shows(out, "warm-start.md", 4, normalize=untimed)
+    run_1, run_2, _, run_3 = out.split("\n=== ")[1:]
+    assert "no manifest at signatures.json yet" in run_1
+    assert "holds 2 signature(s) of 2 object(s)" in run_2
+    assert "train: traces_used=1, compiles_used=1" in run_2
+    assert "traced a signature the recorded run did not" not in run_2
+    assert "  batch['x']: f32[64,32] -> f32[48,32] (shape)" in run_3
+    assert "train: traces_used=1, compiles_used=2" in run_3  # the warm one given back

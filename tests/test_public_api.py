@@ -37,3 +37,13 @@ def test_classes_take_exactly_the_factory_arguments():
 
 def test_package_reports_a_version():
     assert isinstance(tinax.__version__, str) and tinax.__version__.count(".") == 2
+
+
+def test_warm_start_lives_at_the_top_of_the_package():
+    for name in ("warm_start", "save_signatures"):
+        assert name in tinax.__all__
+        assert getattr(tinax, name).__module__ == "tinax"
+    parameters = inspect.signature(tinax.warm_start).parameters
+    assert list(parameters) == ["path", "workers"]
+    assert parameters["workers"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameters["workers"].default is None

@@ -124,8 +124,9 @@ def committed(
     where = report.function_location(function)
     heading = report.function_name(function) + (f" ({where})" if where else "")
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
+    counted = entry.number - len(ledger.given_back)  # warm-start traces given back
     head = (
-        f"{heading}: {'trace' if not earlier else 'retrace, trace'} {entry.number} of "
+        f"{heading}: {'trace' if not earlier else 'retrace, trace'} {counted} of "
         f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"
     )
     if not earlier:
