@@ -1,0 +1,65 @@
+"""A program's start-up, for the warm-start rows of `benchmarks/run.py`.
+
+    python benchmarks/startup.py [--signatures PATH] [--cache DIR]
+
+Eight budgeted functions of about 300 operations each, about one second of other
+start-up work (``time.sleep``: loading data), then one step that calls all eight.
+Prints the seconds from the program's first line to the first step done. With
+``--signatures`` it starts warm (`tinax.warm_start`); with ``--cache`` it uses JAX's
+persistent compilation cache in that folder.
+"""
+
+import time
+
+STARTED = time.perf_counter()
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import tinax  # noqa: E402
+from tinax.jit import bounded_jit  # noqa: E402
+
+IMPORTED = time.perf_counter()
+
+FUNCTIONS = 8
+LAYERS = 100  # three operations each: ~300 per function (a matmul every tenth layer)
+START_UP_WORK_S = 1.0
+
+
+def make_function(index: int):
+    def layer_stack(x, w):
+        for layer in range(LAYERS):
+            y = x @ w if layer % 10 == 0 else x * 0.99
+            x = jnp.tanh(y + (index * LAYERS + layer) * 1e-3)
+        return x
+
+    layer_stack.__qualname__ = f"layer_stack_{index}"
+    return layer_stack
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--signatures")
+    parser.add_argument("--cache")
+    options = parser.parse_args()
+    if options.cache:
+        jax.config.update("jax_compilation_cache_dir", options.cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    if options.signatures:
+        tinax.warm_start(options.signatures)
+    steps = [bounded_jit(make_function(index), max_traces=1) for index in range(FUNCTIONS)]
+    time.sleep(START_UP_WORK_S)  # the other start-up work: loading data
+    x, w = jnp.ones((16, 64)), jnp.eye(64) * 0.5
+    out = [step(x, w) for step in steps]
+    jax.block_until_ready(out)
+    print(f"{time.perf_counter() - STARTED:.4f} {time.perf_counter() - IMPORTED:.4f}")
+
+
+if __name__ == "__main__":
+    main()
