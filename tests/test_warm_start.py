@@ -71,6 +71,17 @@ class TestTwoRuns:
         second, _ = run(path, "--slow", "2", "--calls", "3")
         assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
 
+    def test_a_call_of_another_signature_during_the_warm_compile_waits_and_is_not_refused(
+        self, tmp_path
+    ):
+        # (JAX itself waits for a trace of the same signature in flight; one of another
+        # signature would be refused beside the warm trace in flight, max_traces=1.)
+        path = tmp_path / "signatures.json"
+        run(path)
+        second, log = run(path, "--slow", "2", "--batch", "16")
+        assert (second["runs"], second["traces_used"]) == (2, 1)
+        assert "gives its place in the budget to this call's trace" in log
+
     def test_the_manifest_is_a_json_file_a_person_can_read(self, tmp_path):
         path = tmp_path / "signatures.json"
         run(path)
