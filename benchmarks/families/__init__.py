@@ -1,0 +1,1 @@
+"""The benchmark rows, one module per family (see `benchmarks/run.py`)."""
