@@ -142,7 +142,8 @@ INLINE_MODES: Any = getattr(jax, "Inline", None)
 
 def check_inline(api: str, value: object) -> bool | enum.Enum:
     """A bool, as `check_bool`, or a `jax.Inline` member where the running JAX has it."""
-    if INLINE_MODES is not None and isinstance(value, INLINE_MODES):
+    # By type, not isinstance: an object whose __class__ raises must get the TypeError.
+    if INLINE_MODES is not None and issubclass(type(value), INLINE_MODES):
         return cast(enum.Enum, value)
     if not issubclass(type(value), bool | np.bool_):
         expected = (
