@@ -75,6 +75,35 @@ class TestExplain:
             "mode: 'train' -> 'eval' (static argument value)"
         ]
 
+    @pytest.mark.parametrize("option", [{"static_argnames": "layers"}, {"static_argnums": 1}])
+    def test_unhashable_static_is_named_with_its_value_when_jax_would_reject_it(self, option):
+        """Issue 29, item 8: the argument is named, however it was made static."""
+
+        def build(x, layers):
+            return x
+
+        step = bounded_jit(build, max_traces=1, **option)
+        explanation = step.explain(jnp.ones(2), [16, 32])
+        assert explanation.raises == (
+            "ValueError: BoundedJit: the static argument layers=[16, 32] (list) must be "
+            "hashable: jax.jit keys its cache on static arguments (type, hash and ==) and "
+            "refuses the call (Non-hashable static arguments are not supported). Make it "
+            "hashable (a tuple, not a list; @dataclass(frozen=True)), or pass it as an array "
+            "and not as a static argument."
+        )
+        text = str(explanation).splitlines()
+        assert text[0].endswith(
+            "JAX would reject this call before tracing; max_traces=1, traces_used=0."
+        )
+        assert text[1] == "It would raise this error, and trace nothing:"
+        assert " ".join(text[2:]) == explanation.raises
+        with pytest.raises(ValueError, match="Non-hashable static arguments are not supported"):
+            step(jnp.ones(2), [16, 32])  # the call: JAX's own ValueError, from its C++ dispatch
+        with pytest.raises(ValueError) as info:
+            step.lower(jnp.ones(2), [16, 32])
+        assert f"ValueError: {info.value}" == explanation.raises
+        assert step.traces_used == 0
+
     def test_batched_object_explains_its_batched_call(self):
         losses = batched_jit(lambda w, x: w * x, in_axes=(None, 0), max_traces=1)
         losses(jnp.ones(3), jnp.ones((8, 3)))

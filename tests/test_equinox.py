@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import equinox as eqx
@@ -16,6 +17,10 @@ from hypothesis import strategies as st
 
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 from tinax.testing import arguments, no_new_traces
+
+
+def unaddressed(text: str) -> str:
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
 
 
 def lines(text: object) -> list[str]:
@@ -276,6 +281,43 @@ class TestWithoutStaticNonarrays:
         assert message.startswith("BoundedJit: the argument leaf model.activation is ")
         assert "static_nonarrays=True" in message and "static_argnums" not in message
         assert step.traces_used == 0
+
+    @pytest.mark.parametrize("kind", ["bounded", "bounded on a mesh", "batched"])
+    def test_a_call_raises_tinax_hint_as_a_type_error(self, kind, mesh8):
+        """Issue 29, item 7: the call itself (JAX's slow path) says static_nonarrays=True,
+        not JAX's static_argnums, and reads as explain does."""
+        x = jnp.ones((8, 16)) if kind == "batched" else jnp.ones(16)
+        if kind == "batched":
+            step: Any = batched_jit(forward, max_traces=1, in_axes=(None, 0))
+        else:
+            step = bounded_jit(forward, max_traces=1, mesh=mesh8 if "mesh" in kind else None)
+        with pytest.raises(TypeError) as info:
+            step(mlp(), x)
+        message = str(info.value)
+        api = type(step).__name__
+        assert message.startswith(
+            f"{api}: the argument leaf model.activation is <function relu> (custom_jvp), not an "
+            "array, and jax.jit traces arrays only. Pass static_nonarrays=True"
+        )
+        assert "static_argnums" not in message
+        assert step.explain(mlp(), x).raises == f"TypeError: {message}"
+        assert info.value.__suppress_context__  # JAX's inner error is not printed under it
+        assert step.traces_used == 0
+
+    def test_a_rejected_call_leaves_the_object_working_and_looking_as_jax_jit_s(self):
+        def double(tree, x):
+            return x * 2
+
+        step = bounded_jit(double, max_traces=1)
+        with pytest.raises(TypeError, match=r"the argument leaf tree\['f'\] is <function tanh>"):
+            step({"f": jnp.tanh}, jnp.ones(2))
+        assert step({"f": jnp.ones(2)}, jnp.ones(2)).tolist() == [2.0, 2.0]
+        assert step.traces_used == 1
+        assert type(step).__call__.fget(step) is step._jitted  # pyright: ignore
+        # What jax.jit was given prints as the function wherever JAX's message is not built.
+        given = step._jitted.__wrapped__  # pyright: ignore
+        assert unaddressed(f"{given}") == unaddressed(str(given)) == unaddressed(repr(double))
+        assert unaddressed(repr(step._jitted)) == unaddressed(repr(jax.jit(double)))
 
     def test_a_plain_call_is_still_the_jax_jit_object(self):
         step = bounded_jit(forward, max_traces=1, static_nonarrays=False)

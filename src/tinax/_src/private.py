@@ -11,6 +11,9 @@ does not:
   0.11.2, found by attribute; neither: tinax's import fails with one line.
 - ``cache_miss``'s locals (`jit_call`): 0.9.2 to 0.12.0.1; renamed: no compile is
   counted for the call, its traces still are.
+- ``_infer_input_type`` formatting the jitted function into its message for a
+  leaf it cannot trace, and ``_infer_params``'s locals (`rejected_leaf_call`):
+  0.9.2 to 0.12.0.1; renamed: the call raises JAX's own message.
 - ``core.trace_ctx`` and ``DynamicJaxprTrace`` (`tracing_to_jaxpr`, `staged_out`):
   0.9.2 to 0.12.0.1; no fallback (the import fails).
 - ``config.trace_context_names`` (`trace_config`): missing: no config row.
@@ -371,3 +374,37 @@ def jit_call(frame: types.FrameType | None) -> JitCall | None:
             )
         frame = frame.f_back
     return None
+
+
+def rejected_leaf_call(
+    frame: types.FrameType | None,
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The ``(args, kwargs)`` of a `jax.jit` call (or ``lower``/``trace``/``eval_shape``)
+    that JAX refuses for a leaf it cannot trace, when ``frame`` is JAX building that
+    `TypeError`'s message; else ``None``.
+
+    No public API hooks that error: JAX raises it in ``_infer_input_type`` in
+    ``jax/_src/pjit.py``, while handling the `TypeError` of the leaf's abstract
+    value, with a message that formats the jitted function (``{fun}``, the only
+    place that function formats it); the call's arguments are the locals ``args``
+    and ``kwargs`` of its caller, ``_infer_params``. Read on jax 0.9.2, 0.10.2 and
+    0.12.0.1; where a JAX renames them, this is ``None`` and JAX's own message
+    stands.
+    """
+    if frame is None:
+        return None
+    code = frame.f_code
+    if code.co_name != "_infer_input_type" or code.co_filename != _PJIT_FILE:
+        return None
+    caller = frame.f_back
+    if caller is None:
+        return None
+    code = caller.f_code
+    if code.co_name != "_infer_params" or code.co_filename != _PJIT_FILE:
+        return None
+    local = caller.f_locals
+    args: object = local.get("args")
+    kwargs: object = local.get("kwargs")
+    if type(args) is not tuple or type(kwargs) is not dict:
+        return None
+    return cast(tuple[Any, ...], args), cast(dict[str, Any], kwargs)

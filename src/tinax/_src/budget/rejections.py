@@ -10,10 +10,17 @@ the function's signature) around a stand-in for the function that binds the
 arguments and stops: JAX's checks run in JAX's order, and raise JAX's
 exceptions; the user's function never runs. It costs a walk of the arguments,
 and runs only where a budget would refuse or warn, and in ``explain``.
+
+Two of JAX's errors are told in tinax's words, on JAX's error path only: a leaf
+`jax.jit` cannot trace (`HintedLeaf`, the object `jax.jit` is given: JAX's
+slow path formats it into its message, and that is where tinax speaks), and an
+unhashable static argument in ``explain`` and the forwarded methods
+(`unhashable_static`).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import types
@@ -23,6 +30,7 @@ from typing import Any
 import jax
 
 from tinax._src import private
+from tinax._src.diagnosis.record import value_text
 from tinax._src.wrappers.validation import LazySignature
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -140,6 +148,25 @@ def deleted(arguments: Sequence[tuple[str, Any]]) -> str | None:
     return None
 
 
+def unhashable_static(api: str, arguments: Sequence[tuple[str, Any]]) -> str | None:
+    """tinax's words for JAX's `ValueError` about an unhashable static argument, naming
+    the first of the static ``(name, value)`` arguments that is not hashable, or
+    ``None`` if all are. JAX hashes each static argument (its dispatch, in C++, raises
+    before any Python of JAX's or tinax's runs; ``hash`` failing for any reason)."""
+    for name, value in arguments:
+        try:
+            hash(value)
+        except Exception:
+            return (
+                f"{api}: the static argument {name}={value_text(value, 80)} "
+                f"({type(value).__qualname__}) must be hashable: jax.jit keys its cache on "
+                "static arguments (type, hash and ==) and refuses the call (Non-hashable "
+                "static arguments are not supported). Make it hashable (a tuple, not a list; "
+                "@dataclass(frozen=True)), or pass it as an array and not as a static argument."
+            )
+    return None
+
+
 def describe(error: BaseException, limit: int = 174) -> str:
     """``"TypeError: <message>"`` on one line: the exception as ``explain`` prints it,
     without memory addresses, cut after a whole sentence or clause when longer than
@@ -152,3 +179,65 @@ def describe(error: BaseException, limit: int = 174) -> str:
         cut = max(text.rfind(". ", 0, limit), text.rfind("; ", 0, limit))
         text = text[: cut + 1] + " ..." if cut > 0 else text[: limit - 4] + " ..."
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+# --- a leaf jax.jit cannot trace, on the call itself -----------------------------------------
+
+LeafHint = Callable[[tuple[Any, ...], dict[str, Any]], "str | None"]
+
+
+class HintedLeaf(functools.partial[Any]):
+    """What `jax.jit` is given in place of the function it compiles: the function itself
+    (a `functools.partial` with no arguments, called in C: no Python frame, and only at
+    trace time), whose text in JAX's message for a leaf it cannot trace is tinax's error.
+
+    A call whose argument holds a leaf that is not an array (an equinox module's
+    activation) is refused by `jax.jit` before any trace, with a hint to use
+    ``static_argnums``, which cannot hold a module with arrays. A cached call runs
+    no tinax code, so there is no frame to catch the error in; but JAX's slow path
+    builds that message with ``f"Error interpreting argument to {fun} ..."``,
+    which formats this object (`private.rejected_leaf_call`). There, and only
+    there, the hint (`wrappers.common.leaf_error`) names the leaf and the fix, and
+    the `TypeError` it raises replaces JAX's, its inner error not chained. Anywhere
+    else, and when the hint has no words (``None``), this formats and prints as
+    the function does, and JAX's own message stands.
+    """
+
+    __slots__ = ("_hint",)
+    _hint: LeafHint
+
+    def __format__(self, format_spec: str) -> str:
+        if not format_spec:
+            call = private.rejected_leaf_call(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+            if call is not None:
+                text = self._hint(*call)
+                if text is not None:
+                    raise TypeError(text) from None  # JAX's own, inner error is not shown
+        return format(self.func, format_spec)
+
+    def __repr__(self) -> str:
+        return repr(self.func)
+
+
+_COPIED = (
+    "__signature__",
+    "__name__",
+    "__qualname__",
+    "__module__",
+    "__doc__",
+    "__annotations__",
+    "__wrapped__",
+)
+
+
+def hinted(function: Callable[..., Any], hint: LeafHint) -> HintedLeaf:
+    """``function`` as `HintedLeaf`, with the attributes JAX reads from it (its signature
+    and names) copied: JAX sees what it would see of ``function``."""
+    wrapper = HintedLeaf(function)
+    wrapper._hint = hint  # pyright: ignore[reportPrivateUsage]
+    for name in _COPIED:
+        try:
+            setattr(wrapper, name, getattr(function, name))
+        except AttributeError:
+            pass
+    return wrapper

@@ -184,11 +184,18 @@ class Explanation:
         where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
         if self.raises is not None:
-            if self.raises.startswith(("TypeError: BoundedJit:", "TypeError: BatchedJit:")):
-                # tinax's words for a leaf JAX refuses: a long message, wrapped whole
+            kind, _, text = self.raises.partition(": ")
+            if text.startswith(("BoundedJit:", "BatchedJit:")):
+                # tinax's words for a leaf JAX refuses (a TypeError) or an unhashable static
+                # argument (a ValueError): a long message, wrapped whole
+                refused = (
+                    "refuse a leaf of this call"
+                    if kind == "TypeError"
+                    else "reject this call before tracing"
+                )
                 return "\n".join(
                     (
-                        fit(f"{where}: JAX would refuse a leaf of this call; {budget}."),
+                        fit(f"{where}: JAX would {refused}; {budget}."),
                         "It would raise this error, and trace nothing:",
                         *textwrap.wrap(self.raises, 100),
                     )

@@ -192,6 +192,9 @@ def build(
     if statics.nonarrays:
         counted = nonarrays.joined(counted, *names)
     compiled = nnx_updates.rebinding(counted) if propagate_updates else counted
+    if not (statics.nonarrays or propagate_updates):  # the user's arguments reach jax.jit
+        hint = functools.partial(leaf_error, api, signature, statics)
+        compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     if propagate_updates:
         jitted = nnx_updates.Propagating(jitted)
@@ -301,6 +304,28 @@ def leaf_error(
         if not nonarrays.hashable(value):
             return nonarrays.unhashable_message(api, path, value)
     return None
+
+
+def static_error(
+    api: str,
+    signature: validation.LazySignature,
+    statics: jit_options.Statics,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> str | None:
+    """tinax's message for a call JAX refuses for an unhashable static argument, naming
+    it (``layers=[16, 32]``), or ``None`` (error paths and ``explain`` only)."""
+    try:
+        arguments = [
+            (name, value)
+            for name, _, value, _, static in record.named_arguments(
+                signature.get(), statics, args, kwargs
+            )
+            if static
+        ]
+    except Exception:
+        return None
+    return rejections.unhashable_static(api, arguments)
 
 
 def _read(function: object, name: str, default: object) -> object:
@@ -448,6 +473,9 @@ class BudgetedMixin:
             if not static
         ]
         raises = rejections.deleted(named)
+        if raises is None:  # a static argument JAX cannot hash: its dispatch checks first
+            unhashable = self._static_error(args, kwargs)
+            raises = None if unhashable is None else f"ValueError: {unhashable}"
         if raises is None:  # a leaf JAX refuses, or cannot hash as a static value
             leaf_error = self._leaf_error(args, kwargs)
             raises = None if leaf_error is None else f"TypeError: {leaf_error}"
@@ -480,21 +508,33 @@ class BudgetedMixin:
         """tinax's message for a call JAX refuses for one of its leaves, or ``None``."""
         return leaf_error(type(self).__name__, self._signature, self._static, args, kwargs)
 
+    def _static_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+        """tinax's message for a call with an unhashable static argument, or ``None``."""
+        return static_error(type(self).__name__, self._signature, self._static, args, kwargs)
+
     def _forward(
         self, method: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> R:
         """``method`` (of the `jax.jit` object) for a call, under the mesh; with
         ``static_nonarrays``, on the call split into array leaves and a static key.
-        JAX's `TypeError` for a leaf it cannot take is told in tinax's words."""
+        JAX's `TypeError` for a leaf it cannot take, and its `ValueError` for an
+        unhashable static argument, are told in tinax's words (the same type)."""
         jax_args, jax_kwargs = args, kwargs
         if self._static.nonarrays:
             jax_args, jax_kwargs = nonarrays.split_call(args, kwargs)
         try:
             return self._under_mesh(method, *jax_args, **jax_kwargs)
-        except (TypeError, ValueError):  # ValueError: JAX's, for an unhashable static key
-            text = self._leaf_error(args, kwargs)
+        except ValueError:  # JAX's, for an unhashable static argument (or key)
+            static = self._static_error(args, kwargs)
+            text = None if static is not None else self._leaf_error(args, kwargs)
+            if static is None and text is None:
+                raise
+        except TypeError:
+            static, text = None, self._leaf_error(args, kwargs)
             if text is None:
                 raise
+        if static is not None:
+            raise ValueError(static)
         raise TypeError(text)
 
     def _under_mesh(self, function: Callable[..., R], *args: Any, **kwargs: Any) -> R:
