@@ -42,6 +42,7 @@ from families.wrap import (
     memory_row,
     memory_worker,
     precompiled_first_call_row,
+    wrap_fresh_row,
     wrap_options_row,
     wrap_row,
 )
@@ -53,6 +54,7 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "mesh-outside": lambda quick: _mesh_call_row(inside=False),
     "mesh-inside": lambda quick: _mesh_call_row(inside=True),
     "wrap": wrap_row,
+    "wrap-fresh": wrap_fresh_row,
     "dispatch-options": dispatch_options_row,
     "wrap-options": wrap_options_row,
     "first-call": first_call_row,

@@ -33,13 +33,56 @@ def wrap_row(quick: bool) -> Row:
         return lambda: action
 
     return Row(
-        "wrap cost: building the object",
+        "wrap cost: building the object, one function wrapped again and again",
         "jax.jit",
         {
             "jax.jit": build(lambda: jax.jit(tiny_step)),
             "tinax": build(lambda: bounded_jit(tiny_step, max_traces=1)),
         },
         target=1.3,  # issue 22 (1.5 before)
+        calls=count,
+    )
+
+
+def _fresh_functions(count: int) -> list[Callable[[jax.Array], jax.Array]]:
+    """``count`` new functions of two parameters, as a program defines its steps: each
+    wrapped once, so that nothing learned of one function serves the next."""
+    made: list[Callable[[jax.Array], jax.Array]] = []
+    for index in range(count):
+
+        def step(x: jax.Array, scale: float = 1.0, index: int = index) -> jax.Array:
+            return x * scale + index
+
+        made.append(step)
+    return made
+
+
+def wrap_fresh_row(quick: bool) -> Row:
+    """Building the wrapper of a function wrapped for the first time (as a program builds
+    its objects): the signature and every check are read anew."""
+    count = 200
+
+    def build(make: Callable[[Callable[..., object]], object]) -> Setup:
+        def setup() -> Callable[[], object]:
+            functions = _fresh_functions(count)
+
+            def action() -> object:
+                for function in functions:
+                    make(function)
+                return None
+
+            return action
+
+        return setup
+
+    return Row(
+        "wrap cost: building the object, a fresh function per wrap",
+        "jax.jit",
+        {
+            "jax.jit": build(lambda f: jax.jit(f)),
+            "tinax": build(lambda f: bounded_jit(f, max_traces=1)),
+        },
+        target=1.3,  # issue 28
         calls=count,
     )
 
