@@ -83,7 +83,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
         own["max_traces"] = max_traces
         own["on_exceed"] = on_exceed
-        parsed = common.parse_jit_options(self, _API, signature, mesh)
+        parsed = common.parse_jit_options(self, _API, signature, mesh, writes_back=True)
         common.build(
             self,
             function,

@@ -62,12 +62,21 @@ class JitOptions:
 
 
 def parse_jit_options(
-    owner: Any, api: str, signature: validation.LazySignature, mesh: Mesh | None
+    owner: Any,
+    api: str,
+    signature: validation.LazySignature,
+    mesh: Mesh | None,
+    *,
+    writes_back: bool = False,
 ) -> JitOptions:
     """Checks ``owner``'s `jax.jit` options and model options (``static_nonarrays``,
     ``propagate_updates``), the same fields on both classes, and sets the normalized
-    ones on it. Returns what building the compiled callable needs."""
+    ones on it. Returns what building the compiled callable needs. ``writes_back``:
+    the class writes back nnx updates itself (`BoundedJit`), so that its `jax.jit`
+    returns ``(output, updates)`` under ``propagate_updates=True``, and
+    ``out_shardings`` is given for the output."""
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
+    nnx_updates.check_not_bound(api, owner.function)
     if _all_defaults(owner):  # most objects: nothing to check, nothing passed on
         own["static_argnames"] = ()
         own["donate_argnames"] = ()
@@ -104,6 +113,8 @@ def parse_jit_options(
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
         statics = statics._replace(nonarrays=True)
         kwargs = {**kwargs, "static_argnums": 1}
+    if propagate and writes_back and "out_shardings" in kwargs:
+        kwargs = {**kwargs, "out_shardings": nnx_updates.output_shardings(kwargs["out_shardings"])}
 
     donating = bool(options.donate_argnums or options.donate_argnames)
     return _parsed(api, statics, kwargs, static_nonarrays, propagate, donating)
@@ -194,7 +205,7 @@ def build(
     compiled = nnx_updates.rebinding(counted) if propagate_updates else counted
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     if propagate_updates:
-        jitted = nnx_updates.Propagating(jitted)
+        jitted = nnx_updates.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
@@ -269,9 +280,12 @@ def _leaves(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> list[tuple[str, Any]]:
-    """``(path, value)`` of each leaf of the call that is not an array (error paths only)."""
+    """``(path, value)`` of each leaf of the call that is not an array (error paths only);
+    none where an argument holds a cycle (its flatten would not end)."""
     try:
-        call = record.record(signature.get(), statics, args, kwargs)
+        known = signature.get()
+        nnx_updates.refuse_cycles(_leaves, _traced_arguments(known, statics, args, kwargs))
+        call = record.record(known, statics, args, kwargs)
     except Exception:
         return []
     tree_util: Any = jax.tree_util
@@ -282,6 +296,17 @@ def _leaves(
         if not argument.static
         for path, value in zip(argument.paths, argument.values, strict=True)
         if not record.is_abstract(value)
+    ]
+
+
+def _traced_arguments(
+    known: Any, statics: jit_options.Statics, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each argument of the call that is not static."""
+    return [
+        (name, value)
+        for name, _, value, _, static in record.named_arguments(known, statics, args, kwargs)
+        if not static
     ]
 
 
@@ -438,6 +463,9 @@ class BudgetedMixin:
             An `Explanation`; ``print`` it for a readable report.
         """
         known = self._signature.get()
+        nnx_updates.refuse_cycles(
+            self.function, _traced_arguments(known, self._static, args, kwargs)
+        )
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
         named = [
             (name, value)
