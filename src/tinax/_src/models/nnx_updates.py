@@ -11,11 +11,15 @@ ends, silently. The three modes:
   outputs makes the trace raise `ValueError`, naming every such path. Nothing
   runs on a cached call: the object stays the `jax.jit` object itself.
 - ``True``: the assignments are written back into the caller's objects after
-  every call, as ``nnx.jit`` does. The caller's objects are flattened once
-  (``nnx.jit_partial``'s idea) and kept while their structure is unchanged, a
-  check by identity of each node's attributes; a call passes, in each object's
-  place, its Variables' raw values as a flat list, and writes back only the
-  values the trace assigned.
+  every call, as ``nnx.jit`` does. The caller's objects (arguments, or inside
+  tuple, list and dict arguments) are flattened once (``nnx.jit_partial``'s
+  idea) and kept while their structure is unchanged, a check by identity of
+  each node's attributes; a call passes, in each object's place, its
+  Variables' raw values as a flat list, writes back only the values the trace
+  assigned, and gives back each of the caller's objects the function returns
+  as itself. A change of structure inside the trace (a Variable replaced,
+  submodules swapped) raises, naming each attribute; a cycle among the objects
+  is refused before any flatten (JAX's would recurse to Python's limit).
 - ``False``: `jax.jit`'s behaviour (dropped).
 
 flax is never imported here: its classes are read from ``sys.modules`` when a

@@ -461,6 +461,11 @@ class BudgetedMixin:
 
         Returns:
             An `Explanation`; ``print`` it for a readable report.
+
+        Raises:
+            ValueError: An argument holds a cycle (a Module that refers to itself),
+                which no flatten can take: refused before one would recurse to
+                Python's limit.
         """
         known = self._signature.get()
         nnx_updates.refuse_cycles(
@@ -534,7 +539,9 @@ class BudgetedMixin:
     @_user_facing
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
-        if the signature is new. See `jax.jit`'s ``lower``."""
+        if the signature is new. See `jax.jit`'s ``lower``. With
+        ``propagate_updates=True``, its ``compile()`` is called with the `flax.nnx`
+        objects, as the object is, and writes back their updates."""
         return self._forward(self._jitted.lower, args, kwargs)
 
     @_user_facing
@@ -576,7 +583,9 @@ class BudgetedMixin:
 
         Returns:
             The compiled function (`jax.stages.Compiled`), as ``lower(...).compile()``
-            returns it. Calling the object itself runs the same executable.
+            returns it. Calling the object itself runs the same executable. With
+            ``propagate_updates=True``, a compiled stage called as the object is,
+            with the `flax.nnx` objects, writing back their updates.
 
         Raises:
             TraceBudgetError: The signature is new and the budget is spent.
