@@ -354,7 +354,8 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
             names an axis `mesh` lacks; a `jax.jit` option is invalid, or given
             with `static_nonarrays`, as for `bounded_jit`; `propagate_updates` is
-            `True` with `static_nonarrays`.
+            `True` with `static_nonarrays`; `function` is a method bound to a
+            `flax.nnx` object, as for `bounded_jit`.
 
     Examples:
         >>> import jax.numpy as jnp

@@ -83,7 +83,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         on_exceed = validation.check_on_exceed(_API, self.on_exceed)
         own["max_traces"] = max_traces
         own["on_exceed"] = on_exceed
-        parsed = common.parse_jit_options(self, _API, signature, mesh)
+        parsed = common.parse_jit_options(self, _API, signature, mesh, writes_back=True)
         common.build(
             self,
             function,
@@ -242,9 +242,14 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `ValueError`, naming each path, before anything is cached; a
             function that returns the objects is untouched, and a cached call
             costs nothing more. `True`: the new values are written back into the
-            caller's objects after every call, as ``nnx.jit`` does (only nnx
-            objects passed as arguments of their own; a change of their
-            structure inside the function is an error). `False`: dropped, as
+            caller's objects after every call, as ``nnx.jit`` does (nnx
+            objects passed as arguments or inside tuple, list or dict
+            arguments; one the function returns comes back as the caller's
+            own; ``lower(...).compile()`` is called with the objects too;
+            `out_shardings` is for the function's output). A change of their
+            structure inside the function (a Variable replaced, submodules
+            swapped) raises `ValueError` naming each attribute, as does a
+            cycle among them, before any flatten. `False`: dropped, as
             `jax.jit` does.
 
     Returns:
@@ -280,7 +285,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             that is not static; `device` or `backend` is given with `mesh`;
             `backend` names no platform JAX can run on here; `static_nonarrays` is
             given with an argnums or argnames option, with `in_shardings`, or with
-            ``propagate_updates=True``.
+            ``propagate_updates=True``; `function` is a method bound to a
+            `flax.nnx` object (``model.__call__``; ``nnx.jit`` refuses it too).
 
     Examples:
         >>> import jax.numpy as jnp

@@ -62,12 +62,21 @@ class JitOptions:
 
 
 def parse_jit_options(
-    owner: Any, api: str, signature: validation.LazySignature, mesh: Mesh | None
+    owner: Any,
+    api: str,
+    signature: validation.LazySignature,
+    mesh: Mesh | None,
+    *,
+    writes_back: bool = False,
 ) -> JitOptions:
     """Checks ``owner``'s `jax.jit` options and model options (``static_nonarrays``,
     ``propagate_updates``), the same fields on both classes, and sets the normalized
-    ones on it. Returns what building the compiled callable needs."""
+    ones on it. Returns what building the compiled callable needs. ``writes_back``:
+    the class writes back nnx updates itself (`BoundedJit`), so that its `jax.jit`
+    returns ``(output, updates)`` under ``propagate_updates=True``, and
+    ``out_shardings`` is given for the output."""
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
+    nnx_updates.check_not_bound(api, owner.function)
     if _all_defaults(owner):  # most objects: nothing to check, nothing passed on
         own["static_argnames"] = ()
         own["donate_argnames"] = ()
@@ -104,6 +113,8 @@ def parse_jit_options(
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
         statics = statics._replace(nonarrays=True)
         kwargs = {**kwargs, "static_argnums": 1}
+    if propagate and writes_back and "out_shardings" in kwargs:
+        kwargs = {**kwargs, "out_shardings": nnx_updates.output_shardings(kwargs["out_shardings"])}
 
     donating = bool(options.donate_argnums or options.donate_argnames)
     return _parsed(api, statics, kwargs, static_nonarrays, propagate, donating)
@@ -197,7 +208,7 @@ def build(
         compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     if propagate_updates:
-        jitted = nnx_updates.Propagating(jitted)
+        jitted = nnx_updates.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
@@ -272,9 +283,12 @@ def _leaves(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> list[tuple[str, Any]]:
-    """``(path, value)`` of each leaf of the call that is not an array (error paths only)."""
+    """``(path, value)`` of each leaf of the call that is not an array (error paths only);
+    none where an argument holds a cycle (its flatten would not end)."""
     try:
-        call = record.record(signature.get(), statics, args, kwargs)
+        known = signature.get()
+        nnx_updates.refuse_cycles(_leaves, _traced_arguments(known, statics, args, kwargs))
+        call = record.record(known, statics, args, kwargs)
     except Exception:
         return []
     tree_util: Any = jax.tree_util
@@ -285,6 +299,17 @@ def _leaves(
         if not argument.static
         for path, value in zip(argument.paths, argument.values, strict=True)
         if not record.is_abstract(value)
+    ]
+
+
+def _traced_arguments(
+    known: Any, statics: jit_options.Statics, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """``(name, value)`` of each argument of the call that is not static."""
+    return [
+        (name, value)
+        for name, _, value, _, static in record.named_arguments(known, statics, args, kwargs)
+        if not static
     ]
 
 
@@ -462,8 +487,16 @@ class BudgetedMixin:
 
         Returns:
             An `Explanation`; ``print`` it for a readable report.
+
+        Raises:
+            ValueError: An argument holds a cycle (a Module that refers to itself),
+                which no flatten can take: refused before one would recurse to
+                Python's limit.
         """
         known = self._signature.get()
+        nnx_updates.refuse_cycles(
+            self.function, _traced_arguments(known, self._static, args, kwargs)
+        )
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
         named = [
             (name, value)
@@ -547,7 +580,9 @@ class BudgetedMixin:
     @_user_facing
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
-        if the signature is new. See `jax.jit`'s ``lower``."""
+        if the signature is new. See `jax.jit`'s ``lower``. With
+        ``propagate_updates=True``, its ``compile()`` is called with the `flax.nnx`
+        objects, as the object is, and writes back their updates."""
         return self._forward(self._jitted.lower, args, kwargs)
 
     @_user_facing
@@ -589,7 +624,9 @@ class BudgetedMixin:
 
         Returns:
             The compiled function (`jax.stages.Compiled`), as ``lower(...).compile()``
-            returns it. Calling the object itself runs the same executable.
+            returns it. Calling the object itself runs the same executable. With
+            ``propagate_updates=True``, a compiled stage called as the object is,
+            with the `flax.nnx` objects, writing back their updates.
 
         Raises:
             TraceBudgetError: The signature is new and the budget is spent.
