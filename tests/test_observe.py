@@ -703,11 +703,12 @@ class TestRegistry:
         header, row = table.splitlines()
         assert (
             header.split()
-            == "function location traces compiles trace time compile time last retrace".split()
+            == "function location traces compiles cache loads trace time compile time last retrace"
+            .split()
         )
         assert row.startswith("double  ")
         assert f"{HERE}:" in row
-        assert "2/1 over  2 " in row
+        assert "2/1 over  2         0 " in row  # compiles, then cache loads
         assert len(re.findall(r"\d+(\.\d+)? (us|ms|s)\b", row)) == 2  # trace and compile time
         assert row.endswith("#2: x: f32[3] -> f32[4] (shape)")
 

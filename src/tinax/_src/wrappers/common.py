@@ -405,8 +405,17 @@ class BudgetedMixin:
         compiled, and one per compile without a new trace (a call that reuses a
         trace with inputs placed otherwise, e.g. host NumPy where the trace had
         arrays sharded over a mesh's Auto axes), which the budget does not bound.
-        A compile answered by JAX's persistent compilation cache counts too."""
+        An executable loaded from JAX's persistent compilation cache is no compile:
+        `cache_loads` counts it."""
         return compiles.count(self._ledger)
+
+    @property
+    def cache_loads(self) -> int:
+        """How many executables of this object JAX loaded from its persistent
+        compilation cache (``jax_compilation_cache_dir``) instead of compiling
+        them; `compiles_used` does not count them. Each load still follows a
+        trace (or a compile without a new trace) in this process."""
+        return compiles.loads(self._ledger)
 
     @property
     def traced_signatures(self) -> report.TraceHistory:
