@@ -703,8 +703,9 @@ class TestRegistry:
         header, row = table.splitlines()
         assert (
             header.split()
-            == "function location traces compiles cache loads trace time compile time last retrace"
-            .split()
+            == (
+                "function location traces compiles cache loads trace time compile time last retrace"
+            ).split()
         )
         assert row.startswith("double  ")
         assert f"{HERE}:" in row

@@ -33,7 +33,7 @@ import types
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax
 import jax.monitoring
@@ -94,21 +94,63 @@ def book(ledger: Ledger) -> Book:
 
 class _Local(threading.local):
     compiling: Ledger | None = None
+    call: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # what precompile was given
 
 
 _local = _Local()
 
 
 @contextmanager
-def compiling(ledger: Ledger) -> Generator[None]:
+def compiling(
+    ledger: Ledger, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+) -> Generator[None]:
     """Compiles in this thread, in the block, are for the object of ``ledger``
-    (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call)."""
-    earlier = _local.compiling
-    _local.compiling = ledger
+    (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call), with
+    these arguments."""
+    earlier = _local.compiling, _local.call
+    _local.compiling, _local.call = ledger, (args, {} if kwargs is None else kwargs)
     try:
         yield
     finally:
-        _local.compiling = earlier
+        _local.compiling, _local.call = earlier
+
+
+class Compiling(NamedTuple):
+    """A compile of a budgeted object, seen from a compile event's listener."""
+
+    ledger: Ledger
+    jaxpr: Any  # the closed jaxpr compiled, or None (precompile)
+    arg_names: Sequence[str]  # the flat arguments' names, as jax.jit has them
+    flat_args: Sequence[Any]
+    args: Sequence[Any]  # the call, as the object's jax.jit object got it
+    kwargs: Mapping[str, Any]
+
+
+def owner_of(frame: types.FrameType | None) -> Compiling | None:
+    """The budgeted object whose compile is starting or ending, as seen from ``frame``
+    (a compile event's listener's caller): the `jax.jit` call that missed its cache,
+    else ``precompile``'s; ``None`` for the compile of another function (one of ours
+    staged into another `jax.jit` compiles with it, as the other's)."""
+    found = private.jit_call(frame)
+    if found is not None:
+        ledger = getattr(found.function, _ATTRIBUTE, None)
+        if ledger is None:
+            return None
+        return Compiling(
+            ledger, found.jaxpr, found.arg_names, found.flat_args, found.args, found.kwargs
+        )
+    ledger = _local.compiling
+    if ledger is None:
+        return None
+    args, kwargs = _local.call or ((), {})
+    return Compiling(ledger, None, (), (), args, kwargs)
+
+
+def compiled_trace(ledger: Ledger, jaxpr: Any) -> int | None:
+    """The number of the trace whose jaxpr ``jaxpr`` is, if XLA compiled it before."""
+    kept = book(ledger)
+    with kept.lock:
+        return None if kept.jaxprs is None or jaxpr is None else kept.jaxprs.get(jaxpr)
 
 
 def placement(value: object) -> tuple[str, str]:
@@ -136,7 +178,8 @@ def placement(value: object) -> tuple[str, str]:
     return f"{type(sharding).__name__} {devices}", f"committed to {where}"
 
 
-def _placements(names: Sequence[str], args: Sequence[Any]) -> dict[str, tuple[str, str]]:
+def placements(names: Sequence[str], args: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """The placements of a compile's flat arguments by name (`placement`)."""
     return {name: placement(arg) for name, arg in zip(names, args, strict=False)}
 
 
@@ -163,21 +206,12 @@ def _on_duration(event: str, duration_secs: float, **metadata: Any) -> None:
 
 
 def _count(frame: types.FrameType) -> None:
-    found = private.jit_call(frame)
-    names: Sequence[str] = ()
-    args: Sequence[Any] = ()
-    jaxpr: Any = None
-    if found is not None:
-        ledger = getattr(found.function, _ATTRIBUTE, None)
-        if ledger is None:
-            return  # another jit's compile (one of ours staged into it compiles with it)
-        jaxpr, names, args = found.jaxpr, found.arg_names, found.flat_args
-    else:
-        ledger = _local.compiling
-        if ledger is None:
-            return
+    found = owner_of(frame)
+    if found is None:
+        return  # another jit's compile (one of ours staged into it compiles with it)
+    ledger, jaxpr, names, args = found.ledger, found.jaxpr, found.arg_names, found.flat_args
     owner = ledger.owner
-    placed = _placements(names, args)
+    placed = placements(names, args)
     loaded = cache_loads.loaded()
     kept = book(ledger)
     with kept.lock:

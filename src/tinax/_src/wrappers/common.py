@@ -567,7 +567,7 @@ class BudgetedMixin:
         args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        with compiles.compiling(self._ledger):
+        with compiles.compiling(self._ledger, args, kwargs):
             return self._forward(functools.partial(_compiled, self._jitted), args, kwargs)
 
     def clear_cache(self) -> None:
