@@ -16,8 +16,8 @@ import textwrap
 
 import jax.monitoring
 import pytest
-from test_examples import assert_page_shows, run_example, untimed
 
+from test_examples import assert_page_shows, run_example, untimed
 from tinax._src import private
 from tinax._src.observe import cache_loads
 
