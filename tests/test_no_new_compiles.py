@@ -9,6 +9,7 @@ Cached calls, host callbacks included, never fail.
 import pathlib
 import threading
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -120,6 +121,29 @@ class TestBudgetedObjects:
             with no_new_compiles():
                 getattr(step, method)(x, k=2)
         assert step.traces_used == 1
+
+    @pytest.mark.parametrize("setting", ["on_exceed='warn'", "chex asserts disabled"])
+    def test_the_refusal_holds_whatever_the_overrun_policy(self, setting):
+        step = bounded_jit(scale, max_traces=4, on_exceed="warn" if "warn" in setting else None)
+        step(jnp.ones(3), 2)
+        x = jnp.ones(4)
+        if "chex" in setting:
+            chex.disable_asserts()
+        try:
+            with pytest.raises(TraceBudgetError), no_new_compiles():
+                step(x, 2)
+        finally:
+            chex.enable_asserts()
+        assert step.traces_used == 1
+
+    def test_an_eager_run_under_disable_jit_is_no_trace(self):
+        step = bounded_jit(scale, max_traces=1)
+        x = jnp.ones(3)
+        with jax.disable_jit():
+            step(x, 2)  # its eager operations, compiled before the scope
+            with no_new_compiles():
+                assert step(x, 2).tolist() == [2.0, 2.0, 2.0]
+        assert step.traces_used == 0
 
     def test_a_call_jax_rejects_raises_jax_s_error_not_a_refusal(self):
         step = bounded_jit(scale, max_traces=4)
