@@ -261,9 +261,9 @@ class NoNewCompiles(contextlib.ContextDecorator):
 
     def __call__(self, func: F) -> F:  # pyright: ignore[reportIncompatibleMethodOverride]
         location = report.function_location(func)
-        name = report.function_name(func)
-        self._where = f"around {name}" + (f" ({location})" if location else "")
-        return super().__call__(func)
+        where = f"around {report.function_name(func)}" + (f" ({location})" if location else "")
+        decorate: Any = contextlib.ContextDecorator.__call__
+        return decorate(NoNewCompiles(where), func)  # self stays as it was, for other uses
 
     def _recreate_cm(self) -> NoNewCompiles:
         return NoNewCompiles(self._where)  # one scope per call of a decorated function
