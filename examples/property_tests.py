@@ -18,8 +18,8 @@ from hypothesis import find, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tinax.jit import bounded_jit
-from tinax.testing import arguments, no_new_traces
+from tinax.jit import TraceBudgetError, bounded_jit
+from tinax.testing import arguments, no_new_compiles, no_new_traces
 
 
 def loss_fn(params, batch):
@@ -144,6 +144,14 @@ def test_every_batch_size_runs_in_one_of_the_bucket_compiles(call, batch):
     assert np.isfinite(loss)
 
 
+@no_new_compiles()  # each run of the test is a scope: nothing may trace or compile in it
+def test_the_precompiled_step_compiles_nothing_more():
+    params, batch = zeros(PARAMS), zeros(BATCH)
+    for lr in (0.0, 0.1, 1.0):
+        step(params, batch, lr)
+        evaluate(params, to_bucket(batch["x"][:20], batch["y"][:20]))
+
+
 def section(title):
     print(f"\n=== {title}")
 
@@ -161,6 +169,23 @@ if __name__ == "__main__":
         with no_new_traces(embed):
             embed(params, jnp.ones((64, 8)))  # cached: fine
             embed(params, jnp.ones((50, 8)))  # the last, partial batch: a new trace
+    except AssertionError as error:
+        print(f"AssertionError: {error}")
+
+    section("no_new_compiles: a budgeted object refuses, budget left or not")
+    tail = jnp.ones((40, 8))
+    try:
+        with no_new_compiles():
+            embed(params, tail)  # a new shape: refused before tracing
+    except TraceBudgetError as error:
+        print(f"TraceBudgetError: {error}")
+
+    section("no_new_compiles: any other compile, listed when the block ends")
+    normalize = jax.jit(lambda x: x / jnp.linalg.norm(x, axis=-1, keepdims=True))
+    try:
+        with no_new_compiles():
+            normalize(tail)  # a plain jax.jit, first call
+            tail.sum()  # an eager operation on a new shape
     except AssertionError as error:
         print(f"AssertionError: {error}")
 

@@ -313,20 +313,20 @@ class TestBudgetsReport:
         assert "tinax budgets: 4 budgeted functions, by compile time" in title
         header, *body = table
         assert header == (
-            "compile time trace time objects traces compiles retraces "
+            "compile time trace time objects traces compiles cache loads retraces "
             "function (defined at) built at most common retrace cause"
         )
         at = {text: f"test_budgets.py:{line_of(BUDGETS, text)}" for text in LINES}
         expected = {
-            f"{TIME} {TIME} 1 3 3 2 double \\({at['def double']}\\) {at['shared =']} x: shape",
-            f"{TIME} {TIME} 4 4 4 0 inc \\({at['def inc']}\\) {at['bounded_jit(inc']} -",
-            f"- - 1 0 0 0 idle \\({at['def idle']}\\) {at['never_called =']} -",
-            f"- {TIME} 1 1 0 0 lowered \\({at['def lowered']}\\) {at['bounded_jit(lowered']} -",
+            f"{TIME} {TIME} 1 3 3 0 2 double \\({at['def double']}\\) {at['shared =']} x: shape",
+            f"{TIME} {TIME} 4 4 4 0 0 inc \\({at['def inc']}\\) {at['bounded_jit(inc']} -",
+            f"- - 1 0 0 0 0 idle \\({at['def idle']}\\) {at['never_called =']} -",
+            f"- {TIME} 1 1 0 0 0 lowered \\({at['def lowered']}\\) {at['bounded_jit(lowered']} -",
         }
         assert len(body) == 4
         for pattern in expected:
             assert sum(bool(re.fullmatch(pattern, row)) for row in body) == 1, (pattern, body)
-        assert body[-1].startswith("- - 1 0 0 0 idle")  # no compile nor trace time: last
+        assert body[-1].startswith("- - 1 0 0 0 0 idle")  # no compile nor trace time: last
 
     def test_top_n_shows_the_most_compile_time(self, project):
         project.makepyfile(test_top=TOP)
@@ -337,7 +337,7 @@ class TestBudgetsReport:
         _, row, more = table
         defined, built = line_of(TOP, "def heavy"), line_of(TOP, "bounded_jit(heavy")
         heavy = f"heavy \\(test_top.py:{defined}\\) test_top.py:{built} -"
-        assert re.fullmatch(f"{TIME} {TIME} 1 1 1 0 {heavy}", row), row
+        assert re.fullmatch(f"{TIME} {TIME} 1 1 1 0 0 {heavy}", row), row
         assert more == "(1 more: --tinax-budgets shows every one)"
 
     @pytest.mark.parametrize("plugin", [("-p", PLUGIN), ("-p", "no:tinax")], ids=["on", "off"])

@@ -701,12 +701,12 @@ class TestNoNewTraces:
 
 
 class TestPublicSurface:
-    def test_module_exports_its_two_names_from_where_it_says(self):
+    def test_module_exports_its_three_names_from_where_it_says(self):
         import inspect
 
         import tinax.testing
 
-        assert tinax.testing.__all__ == ["arguments", "no_new_traces"]
+        assert tinax.testing.__all__ == ["arguments", "no_new_compiles", "no_new_traces"]
         for name in tinax.testing.__all__:
             assert getattr(tinax.testing, name).__module__ == "tinax.testing"
         parameters = inspect.signature(arguments).parameters
@@ -716,6 +716,7 @@ class TestPublicSurface:
             ("overrides", "KEYWORD_ONLY"),
         ]
         assert parameters["overrides"].default is None  # the contract's extension
+        assert inspect.signature(tinax.testing.no_new_compiles).parameters == {}
 
     def test_precompile_is_a_method_of_both_classes(self, make_bounded, make_batched):
         for obj in (
@@ -830,7 +831,7 @@ class TestGuide:
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugin as -p loads it, installed or not
             COLUMNS="80",
         )
-        assert "8 passed" in out
+        assert "9 passed" in out
         report = budgets_report(out)
         page = GUIDE.read_text()
         (block,) = re.findall(r"```text\n(=+ tinax budgets.*?)\n```", page, flags=re.DOTALL)
@@ -850,7 +851,7 @@ class TestGuide:
     def test_page_shows_the_real_output_of_the_script(self):
         out = run_from_root(str(EXAMPLE))
         sections = out.split("\n=== ")[1:]
-        assert len(sections) == 2
+        assert len(sections) == 4
         page = GUIDE.read_text()
         for section in sections:
             title, _, body = section.partition("\n")

@@ -1,13 +1,14 @@
 """Property tests of budgeted functions with hypothesis: values drawn at a fixed abstract
-signature, and an assertion that nothing traces again.
+signature, an assertion that nothing traces again, and a scope in which nothing compiles.
 
 Needs hypothesis, an optional dependency: ``pip install 'tinax[testing]'``.
 """
 
 from tinax._src.testing import arguments as arguments
+from tinax._src.testing import no_new_compiles as no_new_compiles
 from tinax._src.testing import no_new_traces as no_new_traces
 
-__all__ = ["arguments", "no_new_traces"]
+__all__ = ["arguments", "no_new_compiles", "no_new_traces"]
 
-for _public in (arguments, no_new_traces):
+for _public in (arguments, no_new_compiles, no_new_traces):
     _public.__module__ = __name__

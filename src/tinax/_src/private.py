@@ -22,6 +22,11 @@ does not:
 - ``ShapedArray``'s constructor and ``abstract_token`` (`portable_dumps`): no
   readable signature: plain pickling (equal by value on 0.9.2 and 0.10.2).
 - ``literals`` (`literal_array_types`): missing: none.
+- JAX's compile events (`COMPILE_EVENT`, `CACHE_HIT_EVENT`): run on 0.10.2 and
+  0.12.0.1 (`cache_loads`, `no_new_compiles`); where a JAX stops recording the
+  start of a compile, a load is told from a compile by the next request to the
+  persistent cache, and `no_new_compiles` reports a budgeted object's compile at
+  the scope's end instead of refusing it.
 - ``sharding_impls.UNSPECIFIED``, ``distributed.global_state``,
   ``core.valid_jaxtype``, chex's ``DISABLE_ASSERTIONS``: 0.9.2 to 0.12.0.1, no
   fallback.
@@ -318,6 +323,30 @@ def portable_dumps(value: object) -> bytes:
     buffer = io.BytesIO()
     _PortablePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return buffer.getvalue()
+
+
+# --- compile events ------------------------------------------------------------------------
+
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+"""The event of one XLA compile, through `jax.monitoring`: a scalar listener hears it when
+the compile starts (``record_scalar``, value the start time) and a duration listener when
+it ends, both in the compiling thread, from inside the `jax.jit` call that missed its
+cache (``jax._src.dispatch.log_elapsed_time`` around ``compiler.compile_or_get_cached``,
+in ``jax._src.interpreters.pxla._cached_compilation``). It is recorded for a load from
+JAX's persistent compilation cache as for a compile: the executable came from
+``compile_or_get_cached`` either way. An exception a scalar listener raises propagates
+out of the call before anything is compiled (nothing is cached; the next call tries
+again). Run on jax 0.10.2 and 0.12.0.1."""
+
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+"""The event ``compiler.compile_or_get_cached`` records (``record_event``) when it returns
+an executable loaded from the persistent compilation cache, in the compiling thread,
+after the compile's start and before its end (`COMPILE_EVENT`). Nothing in between can
+start another compile in that thread. Run on jax 0.10.2 and 0.12.0.1."""
+
+CACHE_REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"
+"""The event recorded before each read of the persistent cache (a hit or a miss follows),
+in the compiling thread. Run on jax 0.10.2 and 0.12.0.1."""
 
 
 # --- the jax.jit call that missed its cache ----------------------------------------------

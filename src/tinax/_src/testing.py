@@ -5,7 +5,8 @@ and compile on every new draw. `arguments` draws only *values*: every draw has
 exactly the abstract signature of a recorded trace (or of given
 `jax.ShapeDtypeStruct`s), so thousands of examples run against one compiled
 executable, and the trace budget still guards the signature. `no_new_traces`
-asserts it. hypothesis is an optional dependency (the ``testing`` extra).
+asserts it; `no_new_compiles` asserts that nothing at all compiles in a block.
+hypothesis is an optional dependency (the ``testing`` extra).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import AbstractMesh, Mesh
 
+from tinax._src.budget import compile_guard
 from tinax._src.diagnosis import abstract, compare, record, report
 from tinax._src.diagnosis.record import TracedSignature, short_dtype
 from tinax._src.wrappers import validation
@@ -699,3 +701,72 @@ def no_new_traces(
             )
     unique = tuple({id(owner): owner for owner in objects}.values())
     return _watch(unique)
+
+
+# --- no new compiles -----------------------------------------------------------------------
+
+
+def no_new_compiles() -> compile_guard.NoNewCompiles:
+    """A scope in which nothing is traced or compiled: a context manager and a decorator.
+
+    A test that a step runs from its compiled executable (after a warm-up, or a
+    fixture that precompiles it) wants to know that nothing at all compiles
+    inside: no budgeted object, whatever budget it has left, and no plain
+    `jax.jit` or eager `jax.numpy` operation met with a new shape. Inside the
+    scope:
+
+    - a `BoundedJit` or `BatchedJit` that would trace (a call, ``lower``,
+      ``trace``, ``eval_shape``, ``precompile``) or compile without a new trace
+      (inputs placed otherwise than at its compiles; a trace made by ``lower``)
+      raises `TraceBudgetError` before it traces or XLA compiles, with the
+      budget error's diagnosis: which object, why, and its closest earlier
+      trace. Nothing is cached and ``traces_used`` is unchanged. A call JAX
+      rejects anyway raises JAX's own error;
+    - every other compile (a plain `jax.jit` function, a primitive run eagerly,
+      such as ``jnp.ones(3) + 1`` on a new shape) is noted, and the scope raises
+      ``AssertionError`` at its end, naming each compiled function, the types
+      of its arguments and the line of your code that called it. An executable
+      loaded from JAX's persistent compilation cache is noted too (its function
+      was traced and lowered again; marked as loaded): whether the scope passes
+      does not depend on what the cache holds;
+    - a call answered from JAX's caches never fails, budgeted or not, with or
+      without host callbacks (`jax.debug.callback`, `jax.pure_callback`: such a
+      function misses JAX's C++ fast path on every call, which
+      ``jax.no_tracing`` reports as a trace, jax#39289; it is no compile).
+
+    The scope holds for the thread (and asyncio task) that entered it, as JAX's
+    configuration context managers do: a compile in another thread is neither
+    refused nor reported. Scopes nest: a compile is reported by every scope it
+    happened in, the innermost first. An exception raised inside the scope
+    passes through unchanged, and the scope then reports nothing. As a
+    decorator, each call of the decorated function is a scope of its own. Its
+    listeners are installed while a scope is open and removed with the last:
+    outside every scope it costs nothing.
+
+    Returns:
+        A context manager, also usable as a decorator (``@no_new_compiles()``).
+
+    Raises:
+        TraceBudgetError: Inside the scope, when a budgeted object would trace or
+            compile (from the call, before it traces or compiles).
+        AssertionError: When the scope ends normally and another JAX compile
+            happened inside it, in its thread (one line per compile, at most 12
+            listed).
+
+    Examples:
+        >>> import jax
+        >>> import jax.numpy as jnp
+        >>> from tinax.jit import bounded_jit
+        >>> from tinax.testing import no_new_compiles
+        >>> double = bounded_jit(lambda x: 2 * x, max_traces=4)
+        >>> x, longer = jnp.ones(3), jnp.ones(5)
+        >>> _ = double(x)
+        >>> with no_new_compiles():
+        ...     _ = double(x)  # cached: passes
+        >>> with no_new_compiles():
+        ...     _ = double(longer)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        tinax.jit.TraceBudgetError: <lambda> (...) would trace inside no_new_compiles: ...
+    """
+    return compile_guard.NoNewCompiles()

@@ -16,7 +16,12 @@ function it holds. A compile of a jaxpr compiled before is a compile without a
 new trace; the inputs' placements, recorded at each compile, name its cause.
 ``precompile`` compiles outside a call, and says for whom (`compiling`).
 
-Nothing here runs on a cached call: only when XLA compiles.
+A load from JAX's persistent compilation cache ends with the same event; it is
+counted apart (``cache_loads``), as `observe.cache_loads` tells it: it made no
+XLA compile, but it still stands for an executable of the trace, so the inputs'
+placements are recorded as for a compile.
+
+Nothing here runs on a cached call: only when XLA compiles (or loads).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import types
 import weakref
 from collections.abc import Callable, Generator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax
 import jax.monitoring
@@ -37,24 +42,27 @@ from jax.sharding import NamedSharding
 
 from tinax._src import private
 from tinax._src.diagnosis import report
+from tinax._src.observe import cache_loads
 from tinax._src.observe.log import logger
 
 if TYPE_CHECKING:
     from tinax._src.budget.ledger import Ledger
 
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_COMPILE_EVENT = private.COMPILE_EVENT
 UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's sharding to
 
 
 class Book:
-    """One object's compiles: the count, and per jaxpr compiled, the trace it came
-    from and the placements of the inputs of each of its compiles."""
+    """One object's compiles: the count, the loads from JAX's persistent cache, and per
+    jaxpr compiled (or loaded), the trace it came from and the placements of the inputs
+    of each of its compiles."""
 
-    __slots__ = ("by_trace", "count", "jaxprs", "lock", "log")
+    __slots__ = ("by_trace", "count", "jaxprs", "loads", "lock", "log")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.count = 0
+        self.loads = 0  # executables loaded from JAX's persistent cache: no XLA compile
         self.jaxprs: weakref.WeakKeyDictionary[Any, int] | None = None  # at the first compile
         # trace number -> the placements ({path: (key, text)}) of each of its compiles
         self.by_trace: dict[int, list[dict[str, tuple[str, str]]]] = {}
@@ -86,21 +94,63 @@ def book(ledger: Ledger) -> Book:
 
 class _Local(threading.local):
     compiling: Ledger | None = None
+    call: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # what precompile was given
 
 
 _local = _Local()
 
 
 @contextmanager
-def compiling(ledger: Ledger) -> Generator[None]:
+def compiling(
+    ledger: Ledger, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+) -> Generator[None]:
     """Compiles in this thread, in the block, are for the object of ``ledger``
-    (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call)."""
-    earlier = _local.compiling
-    _local.compiling = ledger
+    (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call), with
+    these arguments."""
+    earlier = _local.compiling, _local.call
+    _local.compiling, _local.call = ledger, (args, {} if kwargs is None else kwargs)
     try:
         yield
     finally:
-        _local.compiling = earlier
+        _local.compiling, _local.call = earlier
+
+
+class Compiling(NamedTuple):
+    """A compile of a budgeted object, seen from a compile event's listener."""
+
+    ledger: Ledger
+    jaxpr: Any  # the closed jaxpr compiled, or None (precompile)
+    arg_names: Sequence[str]  # the flat arguments' names, as jax.jit has them
+    flat_args: Sequence[Any]
+    args: Sequence[Any]  # the call, as the object's jax.jit object got it
+    kwargs: Mapping[str, Any]
+
+
+def owner_of(frame: types.FrameType | None) -> Compiling | None:
+    """The budgeted object whose compile is starting or ending, as seen from ``frame``
+    (a compile event's listener's caller): the `jax.jit` call that missed its cache,
+    else ``precompile``'s; ``None`` for the compile of another function (one of ours
+    staged into another `jax.jit` compiles with it, as the other's)."""
+    found = private.jit_call(frame)
+    if found is not None:
+        ledger = getattr(found.function, _ATTRIBUTE, None)
+        if ledger is None:
+            return None
+        return Compiling(
+            ledger, found.jaxpr, found.arg_names, found.flat_args, found.args, found.kwargs
+        )
+    ledger = _local.compiling
+    if ledger is None:
+        return None
+    args, kwargs = _local.call or ((), {})
+    return Compiling(ledger, None, (), (), args, kwargs)
+
+
+def compiled_trace(ledger: Ledger, jaxpr: Any) -> int | None:
+    """The number of the trace whose jaxpr ``jaxpr`` is, if XLA compiled it before."""
+    kept = book(ledger)
+    with kept.lock:
+        return None if kept.jaxprs is None or jaxpr is None else kept.jaxprs.get(jaxpr)
 
 
 def placement(value: object) -> tuple[str, str]:
@@ -128,7 +178,8 @@ def placement(value: object) -> tuple[str, str]:
     return f"{type(sharding).__name__} {devices}", f"committed to {where}"
 
 
-def _placements(names: Sequence[str], args: Sequence[Any]) -> dict[str, tuple[str, str]]:
+def placements(names: Sequence[str], args: Sequence[Any]) -> dict[str, tuple[str, str]]:
+    """The placements of a compile's flat arguments by name (`placement`)."""
     return {name: placement(arg) for name, arg in zip(names, args, strict=False)}
 
 
@@ -155,24 +206,19 @@ def _on_duration(event: str, duration_secs: float, **metadata: Any) -> None:
 
 
 def _count(frame: types.FrameType) -> None:
-    found = private.jit_call(frame)
-    names: Sequence[str] = ()
-    args: Sequence[Any] = ()
-    jaxpr: Any = None
-    if found is not None:
-        ledger = getattr(found.function, _ATTRIBUTE, None)
-        if ledger is None:
-            return  # another jit's compile (one of ours staged into it compiles with it)
-        jaxpr, names, args = found.jaxpr, found.arg_names, found.flat_args
-    else:
-        ledger = _local.compiling
-        if ledger is None:
-            return
+    found = owner_of(frame)
+    if found is None:
+        return  # another jit's compile (one of ours staged into it compiles with it)
+    ledger, jaxpr, names, args = found.ledger, found.jaxpr, found.arg_names, found.flat_args
     owner = ledger.owner
-    placed = _placements(names, args)
+    placed = placements(names, args)
+    loaded = cache_loads.loaded()
     kept = book(ledger)
     with kept.lock:
-        kept.count += 1
+        if loaded:
+            kept.loads += 1
+        else:
+            kept.count += 1
         if jaxpr is None:
             return
         if kept.jaxprs is None:
@@ -185,33 +231,43 @@ def _count(frame: types.FrameType) -> None:
         earlier = kept.by_trace.setdefault(number, [])
         cause = _cause(earlier[-1], placed) if earlier else "not visible"
         earlier.append(placed)
-        count = kept.count
-    _report(None if owner is None else owner(), number, count, cause)
+        count = kept.loads if loaded else kept.count
+    _report(None if owner is None else owner(), number, count, cause, loaded)
 
 
-def _report(owner: Any, number: int, count: int, cause: str) -> None:
+def _report(owner: Any, number: int, count: int, cause: str, loaded: bool = False) -> None:
     if owner is None or not logger.isEnabledFor(logging.INFO):
         return
     where = report.function_location(owner.function)
     heading = report.function_name(owner.function) + (f" ({where})" if where else "")
-    logger.info(
-        "%s: XLA compiled again without a new trace (reusing trace #%d; compile %d of "
-        "this object, traces_used=%d): %s",
-        heading,
-        number,
-        count,
-        owner.traces_used,
-        cause,
+    what = (
+        "loaded again from JAX's persistent cache without a new trace (reusing trace #%d; "
+        "load %d of this object, traces_used=%d): %s"
+        if loaded
+        else "XLA compiled again without a new trace (reusing trace #%d; compile %d of "
+        "this object, traces_used=%d): %s"
     )
+    logger.info("%s: " + what, heading, number, count, owner.traces_used, cause)
 
 
 def count(ledger: Ledger) -> int:
-    """How many compiles the object of ``ledger`` has caused."""
+    """How many compiles the object of ``ledger`` has caused (loads from JAX's
+    persistent cache are not compiles)."""
     if ledger.book is None:
         return 0
     kept = cast(Book, ledger.book)
     with kept.lock:
         return kept.count
+
+
+def loads(ledger: Ledger) -> int:
+    """How many executables of the object of ``ledger`` JAX loaded from its persistent
+    compilation cache instead of compiling them."""
+    if ledger.book is None:
+        return 0
+    kept = cast(Book, ledger.book)
+    with kept.lock:
+        return kept.loads
 
 
 def would_compile(ledger: Ledger, number: int, call: Mapping[str, tuple[str, str]] | None) -> str:

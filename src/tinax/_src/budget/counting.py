@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
+from tinax._src.budget import compile_guard
 from tinax._src.budget.ledger import Ledger
 from tinax._src.budget.rejections import check_in_trace
 from tinax._src.diagnosis.record import TracedSignature, record, unrecorded
@@ -49,7 +50,8 @@ def counted(
     error a call would raise anyway: a call over budget that cannot succeed
     raises that error, never a budget error. Each trace
     records its call site and wall time (`observe`); a trace over budget is
-    refused, warned about or logged as the object's overrun policy says.
+    refused, warned about or logged as the object's overrun policy says; inside
+    `no_new_compiles` (`compile_guard`) every trace is refused.
     """
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -57,6 +59,12 @@ def counted(
             return function(*args, **kwargs)  # run eagerly: not a trace
         call = _record_or_placeholder(signature.get(), statics, args, kwargs)
         site = sites.call_site()
+        if compile_guard.refusing():  # inside no_new_compiles: no trace, within budget or not
+            if rejects is not None:
+                check_in_trace(rejects, args, kwargs)  # the call's own error first
+            raise compile_guard.refused_trace(
+                reported, max_traces, ledger, call.numbered(0, call_site=site)
+            )
         if not ledger.first_traced:  # is this object one of many rebuilt alike?
             rebuilt.check_rebuilt(ledger, reported, call)
         given_back = None

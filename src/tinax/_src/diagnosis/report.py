@@ -111,6 +111,75 @@ def budget_error(
         *explanation_lines(best, found, signature),
         *_call_sites(signature, best),
     ]
+    return _error(lines, name, location, max_traces, used, signature, best, found)
+
+
+SCOPE = "no_new_compiles"
+_SCOPE_RULE = (  # str.format: before, still
+    "no_new_compiles refuses every new trace and compile of a budgeted object: this call "
+    "was refused before {before}, and calls that {still} still run."
+)
+
+
+def scope_trace_error(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    history: Sequence[TracedSignature],
+    signature: TracedSignature,
+) -> TraceBudgetError:
+    """The error for a trace refused inside ``no_new_compiles`` (within budget or not):
+    the budget error's diagnosis under another headline."""
+    name, location, where = _where(function)
+    best, found = compare.closest(history, signature)
+    lines = [
+        fit(
+            f"{where} would trace inside {SCOPE}: max_traces={max_traces}, "
+            f"traces_used={used}; this call would be trace {attempt}."
+        ),
+        _SCOPE_RULE.format(before="tracing", still="match an earlier trace"),
+        *explanation_lines(best, found, signature),
+        *_call_sites(signature, best),
+    ]
+    return _error(lines, name, location, max_traces, used, signature, best, found)
+
+
+def scope_compile_error(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    history: Sequence[TracedSignature],
+    signature: TracedSignature,
+    reason: str,
+) -> TraceBudgetError:
+    """The error for a compile without a new trace refused inside ``no_new_compiles``:
+    the trace the call reuses, and why XLA would compile it (``reason``, a sentence)."""
+    name, location, where = _where(function)
+    best, found = compare.closest(history, signature)
+    reused = f"reusing trace #{best.number}" if best is not None else "without a new trace"
+    lines = [
+        fit(
+            f"{where} would compile inside {SCOPE}, {reused}: max_traces={max_traces}, "
+            f"traces_used={used}."
+        ),
+        _SCOPE_RULE.format(before="XLA compiled it", still="have an executable"),
+        fit(reason),
+        *_call_sites(signature, best),
+    ]
+    return _error(lines, name, location, max_traces, used, signature, best, found)
+
+
+def _error(
+    lines: Sequence[str],
+    name: str,
+    location: str | None,
+    max_traces: int,
+    used: int,
+    signature: TracedSignature,
+    best: TracedSignature | None,
+    found: tuple[Difference, ...],
+) -> TraceBudgetError:
     return TraceBudgetError(
         "\n".join(lines),
         function_name=name,

@@ -1,5 +1,6 @@
 """Compile time, from `jax.monitoring`: XLA compile durations attributed to the trace
-that caused them (`await_compile` after a trace is counted)."""
+that caused them (`await_compile` after a trace is counted); loads from JAX's
+persistent compilation cache (`cache_loads`) are not compile time."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from typing import TYPE_CHECKING
 import jax
 import jax.monitoring
 
+from tinax._src import private
+from tinax._src.observe import cache_loads
+
 if TYPE_CHECKING:
     from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
 
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_COMPILE_EVENT = private.COMPILE_EVENT
 
 
 class _Pending(threading.local):
@@ -39,7 +43,8 @@ def _compiled_as(event_name: object, name: str) -> bool:
 
 def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> None:
     """Adds XLA compile time to the trace that caused it: the last trace counted in
-    this thread, when the compiled module carries its name.
+    this thread, when the compiled module carries its name. A load from JAX's
+    persistent compilation cache (`cache_loads`) is no compile: it adds nothing.
 
     After the trace, JAX reports at most one trace event, for the trace itself
     (none when it ran under `jax.grad` or `jax.vmap`); a further trace event,
@@ -57,6 +62,8 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
                 _local.pending = (ledger_ref, entry_ref, name, True)
             return
         if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
+            return
+        if cache_loads.loaded():  # loaded from the persistent cache: no compile time
             return
         ledger, entry = ledger_ref(), entry_ref()
         if ledger is None or entry is None:  # the object is gone: nothing to attribute

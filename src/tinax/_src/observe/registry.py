@@ -50,7 +50,8 @@ def budgets() -> Budgets:
 
     For the end of a training script or a debugging session: ``print(budgets())``
     shows one table of every budgeted function, where it is defined, its traces
-    against its budget, the time spent tracing and compiling it, and why it last
+    against its budget, its XLA compiles and its loads from JAX's persistent
+    compilation cache, the time spent tracing and compiling it, and why it last
     retraced. The registry holds weak references only: an object dropped by the
     program is gone from it (and freed) as from everywhere else.
 
@@ -102,7 +103,8 @@ def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
 
 def budgets_table(objects: Sequence[Any]) -> str:
     """One row per function and place built: function, location, traces/budget,
-    compiles, trace and compile time, last retrace cause (`registry_table`)."""
+    compiles, loads from JAX's persistent cache, trace and compile time, last retrace
+    cause (`registry_table`)."""
     return registry_table.table(objects, _built_at, last_retrace_cause)
 
 

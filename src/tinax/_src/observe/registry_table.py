@@ -33,6 +33,7 @@ class _Row:
         "compile",
         "compiles",
         "count",
+        "loads",
         "location",
         "name",
         "over",
@@ -50,6 +51,7 @@ class _Row:
         self.budget = owner.max_traces
         self.over = self.used > self.budget
         self.compiles: int | None = getattr(owner, "compiles_used", None)
+        self.loads: int | None = getattr(owner, "cache_loads", None)
         self.trace = _seconds(history, "trace_seconds")
         self.compile = _seconds(history, "compile_seconds")
         self.cause = cause
@@ -64,6 +66,8 @@ class _Row:
         self.over = self.over or other.over
         if self.compiles is not None and other.compiles is not None:
             self.compiles += other.compiles
+        if self.loads is not None and other.loads is not None:
+            self.loads += other.loads
         for fact in ("trace", "compile"):
             mine, theirs = getattr(self, fact), getattr(other, fact)
             if theirs is not None:
@@ -90,7 +94,7 @@ def table(
     defined = [(row.name, row.location) for row in rows.values()]
     with_built = len(set(defined)) < len(defined)
     header = ["function", "location", *(["built at"] if with_built else [])]
-    header += ["traces", "compiles", "trace time", "compile time", "last retrace"]
+    header += ["traces", "compiles", "cache loads", "trace time", "compile time", "last retrace"]
     cells: list[list[str]] = [header]
     for row in rows.values():
         name = row.name if row.count == 1 else f"{row.name} (x{row.count})"
@@ -102,6 +106,7 @@ def table(
                 *([elide.tail(row.built, _MAX_PLACE)] if with_built else []),
                 traces,
                 "?" if row.compiles is None else str(row.compiles),
+                "?" if row.loads is None else str(row.loads),
                 report.duration(row.trace),
                 report.duration(row.compile),
                 row.cause,

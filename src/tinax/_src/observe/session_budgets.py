@@ -7,7 +7,9 @@ count and trace history, never the object or its function), and at the end of
 the session groups them by function and construction site: objects built,
 traces, compiles, retraces and their most common cause, trace and compile
 time. A compile is a trace whose compile time `observe` attributed (from
-`jax.monitoring`), as ``traced_signatures`` shows it.
+`jax.monitoring`), as ``traced_signatures`` shows it; a load from JAX's persistent
+compilation cache is no compile, and has a column of its own (the ledger's
+compile book, `budget.compiles.Book`, counts them).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Row:
     objects: int
     traces: int
     compiles: int
+    cache_loads: int
     retraces: int
     cause: str
     trace_seconds: float | None
@@ -108,6 +111,13 @@ def _history(ledger: Ledger) -> tuple[TracedSignature, ...]:
         return tuple(ledger.history)
 
 
+def _loads(ledger: Ledger) -> int:
+    """Executables loaded from JAX's persistent cache (`budget.compiles.Book.loads`; no
+    book: nothing compiled or loaded)."""
+    loads = getattr(ledger.book, "loads", 0)
+    return loads if isinstance(loads, int) else 0
+
+
 def retrace_cause(earlier: Sequence[TracedSignature], entry: TracedSignature) -> str:
     """What made ``entry`` trace again: its first difference from the closest earlier
     trace, as ``path: kind``."""
@@ -122,13 +132,14 @@ def retrace_cause(earlier: Sequence[TracedSignature], entry: TracedSignature) ->
 
 
 def _row(group: _Group) -> Row:
-    traces = compiles = retraces = 0
+    traces = compiles = retraces = loads = 0
     trace_seconds = compile_seconds = 0.0
     timed = compile_timed = False
     causes: collections.Counter[str] = collections.Counter()
     for ledger in group.ledgers:
         history = _history(ledger)
         traces += len(history)
+        loads += _loads(ledger)
         for index, entry in enumerate(history):
             if entry.trace_seconds is not None:
                 timed = True
@@ -152,6 +163,7 @@ def _row(group: _Group) -> Row:
         compiles=compiles,
         retraces=retraces,
         cause=cause,
+        cache_loads=loads,
         trace_seconds=trace_seconds if timed else None,
         compile_seconds=compile_seconds if compile_timed else None,
     )
@@ -206,12 +218,13 @@ HEADER = (
     "objects",
     "traces",
     "compiles",
+    "cache loads",
     "retraces",
     "function (defined at)",
     "built at",
     "most common retrace cause",
 )
-_RIGHT = 6  # the first six columns are figures: aligned right
+_RIGHT = 7  # the first seven columns are figures: aligned right
 
 
 def table(rows: Sequence[Row]) -> list[str]:
@@ -225,6 +238,7 @@ def table(rows: Sequence[Row]) -> list[str]:
                 str(row.objects),
                 str(row.traces),
                 str(row.compiles),
+                str(row.cache_loads),
                 str(row.retraces),
                 elide.tail(row.function, _MAX_NAME),
                 row.built_at,

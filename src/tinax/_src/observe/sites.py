@@ -105,7 +105,13 @@ def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
 def call_site() -> str | None:
     """``file:line`` of the user's call that made the trace in progress (called from
     the traced function, whose own frame is tinax's and skipped)."""
-    frame = user_frame(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    return site_of(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+
+
+def site_of(frame: types.FrameType | None) -> str | None:
+    """``file:line`` of the first frame, from ``frame`` outwards, outside JAX, tinax and
+    the standard library (``None`` if there is none)."""
+    frame = user_frame(frame)
     if frame is None:
         return None
     filename = frame.f_code.co_filename

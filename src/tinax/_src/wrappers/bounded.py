@@ -51,6 +51,8 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
+        cache_loads: How many executables of this object JAX loaded from its
+            persistent compilation cache instead of compiling them.
         traced_signatures: The abstract signature of each trace, oldest first.
     """
 

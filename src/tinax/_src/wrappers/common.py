@@ -456,8 +456,17 @@ class BudgetedMixin:
         compiled, and one per compile without a new trace (a call that reuses a
         trace with inputs placed otherwise, e.g. host NumPy where the trace had
         arrays sharded over a mesh's Auto axes), which the budget does not bound.
-        A compile answered by JAX's persistent compilation cache counts too."""
+        An executable loaded from JAX's persistent compilation cache is no compile:
+        `cache_loads` counts it."""
         return compiles.count(self._ledger)
+
+    @property
+    def cache_loads(self) -> int:
+        """How many executables of this object JAX loaded from its persistent
+        compilation cache (``jax_compilation_cache_dir``) instead of compiling
+        them; `compiles_used` does not count them. Each load still follows a
+        trace (or a compile without a new trace) in this process."""
+        return compiles.loads(self._ledger)
 
     @property
     def traced_signatures(self) -> report.TraceHistory:
@@ -636,7 +645,7 @@ class BudgetedMixin:
         args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        with compiles.compiling(self._ledger):
+        with compiles.compiling(self._ledger, args, kwargs):
             return self._forward(functools.partial(_compiled, self._jitted), args, kwargs)
 
     def clear_cache(self) -> None:
