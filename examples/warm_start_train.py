@@ -62,4 +62,7 @@ batch = {"x": jnp.ones((args.batch, 32)), "y": jnp.zeros((args.batch, 32))}
 params = train(params, batch)
 print(f"first step done {time.perf_counter() - started:.1f} s after start")
 print(f"eval loss {float(evaluate(params, batch)):.4f}")
-print(f"train: traces_used={train.traces_used}, compiles_used={train.compiles_used}")
+print(
+    f"train: traces_used={train.traces_used}, compiles_used={train.compiles_used}, "
+    f"cache_loads={train.cache_loads}"
+)

@@ -105,7 +105,8 @@ def test_warm_start_page_shows_the_real_output():
     run_1, run_2, _, run_3 = out.split("\n=== ")[1:]
     assert "no manifest at signatures.json yet" in run_1
     assert "holds 2 signature(s) of 2 object(s)" in run_2
-    assert "train: traces_used=1, compiles_used=1" in run_2
+    assert "train: traces_used=1, compiles_used=0, cache_loads=1" in run_2  # ahead of the call
     assert "traced a signature the recorded run did not" not in run_2
     assert "  batch['x']: f32[64,32] -> f32[48,32] (shape)" in run_3
-    assert "train: traces_used=1, compiles_used=2" in run_3  # the warm one given back
+    # the warm one (loaded) gave its place to the call's trace (compiled)
+    assert "train: traces_used=1, compiles_used=1, cache_loads=1" in run_3
