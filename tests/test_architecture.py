@@ -66,6 +66,83 @@ def test_the_package_has_no_import_cycle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
 
 
+# The layers of tinax._src, bottom to top: each folder (or top-level module) may import
+# only the ones below it. docs/architecture.md draws the same list.
+LAYERS = (
+    "private",
+    "core",
+    "diagnosis",
+    "models",
+    "ledger",
+    "multiprocess",
+    "observe",
+    "budget",
+    "wrappers",
+    "warm",
+    "shard_mapped",
+    "testing",
+)
+
+
+def unit_of(module: str) -> str | None:
+    """The folder (or top-level module) of tinax._src that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[2] if len(parts) >= 3 and parts[:2] == ["tinax", "_src"] else None
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, list[str]]]:
+    """``{unit: {unit it imports: [module -> module, ...]}}`` between different units."""
+    units: dict[str, dict[str, list[str]]] = {}
+    for module, targets in graph.items():
+        here = unit_of(module)
+        if here is None:
+            continue
+        edges = units.setdefault(here, {})
+        for target in targets:
+            there = unit_of(target)
+            if there is not None and there != here:
+                edges.setdefault(there, []).append(f"{module} -> {target}")
+    return units
+
+
+def test_no_folder_imports_another_in_a_circle():
+    """Typing-only imports count: a reader must be able to say which folder stands on
+    which."""
+    units = unit_graph(import_graph())
+    assert {"core", "diagnosis", "wrappers", "budget"} <= set(units)
+    cycle = find_cycle({unit: set(edges) for unit, edges in units.items()})
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_every_folder_stands_above_the_folders_it_imports():
+    units = unit_graph(import_graph())
+    assert set(units) <= set(LAYERS), f"not in LAYERS: {sorted(set(units) - set(LAYERS))}"
+    upward = [
+        line
+        for unit, edges in units.items()
+        for target, lines in edges.items()
+        if LAYERS.index(target) > LAYERS.index(unit)
+        for line in lines
+    ]
+    assert upward == [], "imports a layer above:\n" + "\n".join(upward)
+
+
+def test_a_folder_circle_is_found(tmp_path):
+    graph = {
+        "tinax._src.core.validation": {"tinax._src.wrappers.common"},
+        "tinax._src.wrappers.common": {"tinax._src.core.validation"},
+    }
+    units = unit_graph(graph)
+    assert units["core"] == {
+        "wrappers": ["tinax._src.core.validation -> tinax._src.wrappers.common"]
+    }
+    assert find_cycle({unit: set(edges) for unit, edges in units.items()}) == [
+        "core",
+        "wrappers",
+        "core",
+    ]
+
+
 @pytest.mark.parametrize(
     ("graph", "expected"),
     [

@@ -20,8 +20,8 @@ import pytest
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from tinax._src.core.statics import Statics
 from tinax._src.wrappers import common, jit_options
-from tinax._src.wrappers.jit_options import Statics
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
 

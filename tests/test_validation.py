@@ -38,7 +38,7 @@ from strategies import (
     valid_on_exceed,
     wide_values,
 )
-from tinax._src.wrappers.validation import describe
+from tinax._src.core.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 # --- functions to wrap ---------------------------------------------------------------------

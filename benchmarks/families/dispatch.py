@@ -27,9 +27,9 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from tinax._src import private
 from tinax._src.budget import counting
+from tinax._src.core.statics import Statics
 from tinax._src.diagnosis import record
 from tinax._src.observe import compile_times, rebuilt, sites, trace_reports
-from tinax._src.wrappers.jit_options import Statics
 from tinax.jit import batched_jit, bounded_jit
 
 

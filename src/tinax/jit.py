@@ -1,12 +1,12 @@
 """Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
 
+from tinax._src.diagnosis.errors import TraceBudgetError as TraceBudgetError
+from tinax._src.diagnosis.errors import TraceBudgetWarning as TraceBudgetWarning
 from tinax._src.diagnosis.kinds import Difference as Difference
 from tinax._src.diagnosis.record import Leaf as Leaf
 from tinax._src.diagnosis.record import TracedSignature as TracedSignature
 from tinax._src.diagnosis.report import Explanation as Explanation
 from tinax._src.diagnosis.report import TraceHistory as TraceHistory
-from tinax._src.errors import TraceBudgetError as TraceBudgetError
-from tinax._src.errors import TraceBudgetWarning as TraceBudgetWarning
 from tinax._src.observe.policy import exceed_policy as exceed_policy
 from tinax._src.observe.registry import Budgets as Budgets
 from tinax._src.observe.registry import budgets as budgets

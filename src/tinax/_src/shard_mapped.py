@@ -27,9 +27,9 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, PartitionSpec
 
+from tinax._src.core import validation
+from tinax._src.core.validation import message
 from tinax._src.diagnosis import report
-from tinax._src.wrappers import validation
-from tinax._src.wrappers.validation import message
 
 P = ParamSpec("P")
 R = TypeVar("R")

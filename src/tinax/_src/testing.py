@@ -32,9 +32,9 @@ import numpy as np
 from jax.sharding import AbstractMesh, Mesh
 
 from tinax._src.budget import compile_guard
+from tinax._src.core import validation
 from tinax._src.diagnosis import abstract, compare, record, report
 from tinax._src.diagnosis.record import TracedSignature, short_dtype
-from tinax._src.wrappers import validation
 from tinax._src.wrappers.batched import BatchedJit
 from tinax._src.wrappers.bounded import BoundedJit
 from tinax._src.wrappers.common import BudgetedMixin

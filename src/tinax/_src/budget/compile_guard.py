@@ -37,12 +37,12 @@ import jax.monitoring
 from tinax._src import private
 from tinax._src.budget import compiles
 from tinax._src.diagnosis import elide, record, report
-from tinax._src.errors import TraceBudgetError
+from tinax._src.diagnosis.errors import TraceBudgetError
 from tinax._src.observe import cache_loads, sites
 
 if TYPE_CHECKING:
-    from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.ledger import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -46,7 +46,7 @@ from tinax._src.observe import cache_loads
 from tinax._src.observe.log import logger
 
 if TYPE_CHECKING:
-    from tinax._src.budget.ledger import Ledger
+    from tinax._src.ledger import Ledger
 
 _COMPILE_EVENT = private.COMPILE_EVENT
 UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's sharding to

@@ -16,14 +16,14 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
 from tinax._src.budget import compile_guard
-from tinax._src.budget.ledger import Ledger
 from tinax._src.budget.rejections import check_in_trace
+from tinax._src.core.statics import Statics
+from tinax._src.core.validation import LazySignature
 from tinax._src.diagnosis.record import TracedSignature, record, unrecorded
+from tinax._src.ledger import Ledger
 from tinax._src.multiprocess import job_failure, trace_agreement
 from tinax._src.observe import rebuilt, sites, trace_reports
 from tinax._src.observe.policy import resolve
-from tinax._src.wrappers.jit_options import Statics
-from tinax._src.wrappers.validation import LazySignature
 
 P = ParamSpec("P")
 R = TypeVar("R")

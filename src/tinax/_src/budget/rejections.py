@@ -30,8 +30,8 @@ from typing import Any
 import jax
 
 from tinax._src import private
+from tinax._src.core.validation import LazySignature
 from tinax._src.diagnosis.record import value_text
-from tinax._src.wrappers.validation import LazySignature
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

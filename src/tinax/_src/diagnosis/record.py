@@ -21,9 +21,9 @@ from jax.core import AbstractValue, Tracer
 from jax.sharding import AbstractMesh, Mesh
 
 from tinax._src import private
+from tinax._src.core.arrays import is_array
+from tinax._src.core.statics import Statics
 from tinax._src.diagnosis import abstract
-from tinax._src.models.arrays import is_array
-from tinax._src.wrappers.jit_options import Statics
 
 _LONG_TEXT = 4000
 _NO_MESH: AbstractMesh = AbstractMesh((), ())

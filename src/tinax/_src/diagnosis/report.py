@@ -17,9 +17,9 @@ from typing import Any
 import attrs
 
 from tinax._src.diagnosis import compare, elide, kinds, reuse
+from tinax._src.diagnosis.errors import TraceBudgetError
 from tinax._src.diagnosis.kinds import Difference
 from tinax._src.diagnosis.record import TracedSignature
-from tinax._src.errors import TraceBudgetError
 
 _MAX_LISTED = 12
 _MAX_NAME = 60

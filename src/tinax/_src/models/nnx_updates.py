@@ -41,10 +41,9 @@ import jax
 import numpy as np
 
 from tinax._src import private
+from tinax._src.core import arrays, validation
+from tinax._src.core.statics import NO_STATICS, UNSPECIFIED
 from tinax._src.diagnosis import record, report
-from tinax._src.models import arrays
-from tinax._src.wrappers import validation
-from tinax._src.wrappers.jit_options import NO_STATICS, UNSPECIFIED
 
 # --- the option ---------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from typing import Any, cast
 import jax
 
 from tinax._src import private
-from tinax._src.models.arrays import KNOWN, array_type, is_array
+from tinax._src.core.arrays import KNOWN, array_type, is_array
 
 _tree_util: Any = jax.tree_util
 flatten: Any = _tree_util.tree_flatten
@@ -202,7 +202,7 @@ def check(api: str, value: object, parsed: Any, in_shardings: object) -> bool:
     number or name next to it: the call reaches `jax.jit` as a list of array leaves and
     one static key, where those numbers and names mean nothing (``eqx.filter_jit``
     refuses them too). ``parsed`` is `jit_options.parse`'s result."""
-    from tinax._src.wrappers.jit_options import UNSPECIFIED, check_bool
+    from tinax._src.core.statics import UNSPECIFIED, check_bool
 
     flag = check_bool(api, "static_nonarrays", value)
     if not flag:

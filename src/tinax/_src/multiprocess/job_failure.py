@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from tinax._src import private
-from tinax._src.wrappers.validation import message
+from tinax._src.core.validation import message
 
 _API = "fail_fast"
 _PREFIX = "tinax/fail_fast/"

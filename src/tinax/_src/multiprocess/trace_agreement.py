@@ -38,8 +38,8 @@ from tinax._src.multiprocess import job_failure
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-    from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.ledger import Ledger
 
 _PREFIX = "tinax/agree/"
 _MAX_LISTED = 12

@@ -15,8 +15,8 @@ from tinax._src import private
 from tinax._src.observe import cache_loads
 
 if TYPE_CHECKING:
-    from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.ledger import Ledger
 
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"

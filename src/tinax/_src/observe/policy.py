@@ -8,7 +8,7 @@ import os
 from contextlib import AbstractContextManager
 from typing import cast
 
-from tinax._src.wrappers.validation import ON_EXCEED, OnExceed, check_on_exceed
+from tinax._src.core.validation import ON_EXCEED, OnExceed, check_on_exceed
 
 Policy = OnExceed
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 
 from tinax._src.diagnosis import report, reuse
-from tinax._src.errors import TraceBudgetWarning
+from tinax._src.diagnosis.errors import TraceBudgetWarning
 from tinax._src.observe.sites import CACHE_LIMIT, construction_site, shown, warn
 
 if TYPE_CHECKING:
-    from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.ledger import Ledger
 
 
 REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature

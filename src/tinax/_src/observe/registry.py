@@ -14,8 +14,8 @@ from tinax._src.multiprocess import trace_agreement
 from tinax._src.observe import rebuilt, registry_table, sites, watchers
 
 if TYPE_CHECKING:
-    from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.ledger import Ledger
 
 
 _registry_lock = threading.RLock()

@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from tinax._src.budget.ledger import Ledger
 from tinax._src.diagnosis import compare, elide, report
 from tinax._src.diagnosis.record import TracedSignature
+from tinax._src.ledger import Ledger
 from tinax._src.observe import sites, watchers
 
 _MAX_NAME = 60

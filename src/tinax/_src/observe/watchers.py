@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from tinax._src.budget.ledger import Ledger
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.ledger import Ledger
 
 
 class WarmHook(Protocol):

@@ -11,8 +11,9 @@ import attrs
 import jax
 from jax.sharding import Mesh
 
+from tinax._src.core import validation
 from tinax._src.models import nnx_updates, nonarrays
-from tinax._src.wrappers import common, jit_options, validation
+from tinax._src.wrappers import common, jit_options
 
 R = TypeVar("R")
 

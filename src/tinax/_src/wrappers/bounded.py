@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src.wrappers import common, jit_options, validation
+from tinax._src.core import validation
+from tinax._src.wrappers import common, jit_options
 
 P = ParamSpec("P")
 R = TypeVar("R")

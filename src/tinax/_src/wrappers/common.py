@@ -14,11 +14,12 @@ from jax.sharding import Mesh
 
 from tinax._src import private
 from tinax._src.budget import compiles, counting, rejections
-from tinax._src.budget.ledger import Ledger
+from tinax._src.core import validation
 from tinax._src.diagnosis import record, report
+from tinax._src.ledger import Ledger
 from tinax._src.models import nnx_updates, nonarrays
 from tinax._src.observe import registry
-from tinax._src.wrappers import jit_options, meshes, validation
+from tinax._src.wrappers import jit_options, meshes
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -15,15 +15,15 @@ import enum
 import inspect
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, TypeAlias, cast
+from typing import Any, TypeAlias, cast
 
 import attrs
 import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from tinax._src import private
-from tinax._src.wrappers.validation import (
+from tinax._src.core.statics import NO_NAMES, NO_STATICS, UNSPECIFIED, Statics, check_bool
+from tinax._src.core.validation import (
     LazySignature,
     check_accepted_names,
     check_argnames,
@@ -37,42 +37,6 @@ Device: TypeAlias = Any
 
 _DEVICE_TYPE: type[Any] = cast(Any, jax).Device
 
-UNSPECIFIED: Any = private.unspecified()
-"""`jax.jit`'s default for ``in_shardings``/``out_shardings``: not given."""
-
-
-class _PageDefault(tuple[str, ...]):
-    """The page's default ``()`` for an argnames option, told apart from a ``()``
-    the user passed (which `jax.jit` reads differently next to argnums)."""
-
-    __slots__ = ()
-
-
-NO_NAMES: tuple[str, ...] = _PageDefault()
-
-
-class Statics(NamedTuple):
-    """Which arguments are static, as `jax.jit` decides it on each call.
-
-    A positional argument is static when its index is in ``argnums`` (a negative
-    number counts from the end of the call's positional arguments, as in JAX);
-    a keyword argument when its name is in ``argnames``. Names inferred from
-    numbers, and numbers from names, are already included, as `jax.jit` infers
-    them. ``nonarrays`` is ``static_nonarrays``: every leaf of the other
-    arguments that is not an array is static too.
-    """
-
-    argnums: tuple[int, ...]
-    argnames: tuple[str, ...]
-    nonarrays: bool = False
-
-    def positional(self, index: int, count: int) -> bool:
-        """Whether the ``index``-th of ``count`` positional arguments is static."""
-        nums = self.argnums
-        return index in nums or index - count in nums
-
-
-NO_STATICS = Statics((), ())
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -126,13 +90,6 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
             )
         numbers.append(number)
     return tuple(numbers)
-
-
-def check_bool(api: str, parameter: str, value: object) -> bool:
-    """A Python or NumPy bool (`jax.jit` takes any truthy value silently)."""
-    if not issubclass(type(value), bool | np.bool_):
-        raise TypeError(message(api, parameter, "a bool", value))
-    return bool(cast(Any, value))
 
 
 # `jax.Inline` (jax 0.11 and later): how far `jax.jit` inlines the function; ``None``
