@@ -20,17 +20,23 @@ from harness import HERE, Row, Setup, tiny_step, two_hundred_ops
 from tinax.jit import bounded_jit
 
 
+def _built_repeatedly(make: Callable[[], object], count: int) -> Setup:
+    """A contender that builds an object ``count`` times, from one function."""
+
+    def action() -> object:
+        for _ in range(count):
+            make()
+        return None
+
+    return lambda: action
+
+
 def wrap_row(quick: bool) -> Row:
     """Building the wrapper: validation, signature, attrs, the jax.jit object."""
     count = 200
 
     def build(make: Callable[[], object]) -> Setup:
-        def action() -> object:
-            for _ in range(count):
-                make()
-            return None
-
-        return lambda: action
+        return _built_repeatedly(make, count)
 
     return Row(
         "wrap cost: building the object, one function wrapped again and again",
@@ -272,12 +278,7 @@ def wrap_options_row(quick: bool) -> Row:
         return x * n
 
     def build(make: Callable[[], object]) -> Setup:
-        def action() -> object:
-            for _ in range(count):
-                make()
-            return None
-
-        return lambda: action
+        return _built_repeatedly(make, count)
 
     return Row(
         "wrap cost with static/donate argnums, keep_unused, compiler_options",

@@ -99,15 +99,40 @@ def budget_error(
     signature: TracedSignature,
 ) -> TraceBudgetError:
     """Builds the error for a refused trace: headline, location, differences, fixes."""
+    return _refused_trace(
+        function,
+        max_traces,
+        used,
+        attempt,
+        history,
+        signature,
+        verb="exceeded its trace budget",
+        rule="JAX traces and compiles again for every new abstract signature; this call was "
+        "refused before tracing, and calls that match an earlier trace still run.",
+    )
+
+
+def _refused_trace(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    history: Sequence[TracedSignature],
+    signature: TracedSignature,
+    *,
+    verb: str,
+    rule: str,
+) -> TraceBudgetError:
+    """A refused trace's error: ``<function> <verb>: ...``, the rule it broke, the
+    differences from the closest trace with their fixes, and where both were called."""
     name, location, where = _where(function)
     best, found = compare.closest(history, signature)
     lines = [
         fit(
-            f"{where} exceeded its trace budget: max_traces={max_traces}, traces_used={used}; "
+            f"{where} {verb}: max_traces={max_traces}, traces_used={used}; "
             f"this call would be trace {attempt}."
         ),
-        "JAX traces and compiles again for every new abstract signature; this call was refused "
-        "before tracing, and calls that match an earlier trace still run.",
+        rule,
         *explanation_lines(best, found, signature),
         *_call_sites(signature, best),
     ]
@@ -131,18 +156,16 @@ def scope_trace_error(
 ) -> TraceBudgetError:
     """The error for a trace refused inside ``no_new_compiles`` (within budget or not):
     the budget error's diagnosis under another headline."""
-    name, location, where = _where(function)
-    best, found = compare.closest(history, signature)
-    lines = [
-        fit(
-            f"{where} would trace inside {SCOPE}: max_traces={max_traces}, "
-            f"traces_used={used}; this call would be trace {attempt}."
-        ),
-        _SCOPE_RULE.format(before="tracing", still="match an earlier trace"),
-        *explanation_lines(best, found, signature),
-        *_call_sites(signature, best),
-    ]
-    return _error(lines, name, location, max_traces, used, signature, best, found)
+    return _refused_trace(
+        function,
+        max_traces,
+        used,
+        attempt,
+        history,
+        signature,
+        verb=f"would trace inside {SCOPE}",
+        rule=_SCOPE_RULE.format(before="tracing", still="match an earlier trace"),
+    )
 
 
 def scope_compile_error(

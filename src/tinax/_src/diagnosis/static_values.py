@@ -40,6 +40,15 @@ def _fields(value: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
+def _equality(
+    path: str, before: str, after: str, new: object, detail: str, fix: str | None
+) -> Difference:
+    """A difference of static equality: the values look alike, and JAX tells them apart."""
+    return Difference(
+        path, before, after, ("static equality",), f"{type_name(new)} {detail}", fix=fix
+    )
+
+
 def _hashable(*values: object) -> bool:
     try:
         for value in values:
@@ -76,28 +85,14 @@ def static_differences(
     if found:
         return found
     if strict and private.STATIC_HASH_DECIDES and same(old, new) and _hashable(old, new):
-        return [
-            Difference(
-                path,
-                before,
-                after,
-                ("static equality",),
-                f"{type_name(new)} is equal by == but hashes differently; "
-                f"jax {'.'.join(map(str, private.JAX_VERSION))} finds static arguments by hash",
-                fix=STATIC_HASH,
-            )
-        ]
+        version = ".".join(map(str, private.JAX_VERSION))
+        detail = (
+            f"is equal by == but hashes differently; jax {version} finds static arguments by hash"
+        )
+        return [_equality(path, before, after, new, detail, STATIC_HASH)]
     if before == after:
-        return [
-            Difference(
-                path,
-                before,
-                after,
-                ("static equality",),
-                f"{type_name(new)} is equal by repr but not by ==",
-                fix=REBUILT_CALLABLE if callable(new) else None,
-            )
-        ]
+        fix = REBUILT_CALLABLE if callable(new) else None
+        return [_equality(path, before, after, new, "is equal by repr but not by ==", fix)]
     return [Difference(path, before, after, (kind,), detail)]
 
 
