@@ -120,10 +120,11 @@ def launch(use_fail_fast, max_traces):
     return results, max(ended) - min(short), killed
 
 
-# gloo's "[Gloo] Rank 0 is connected to 3 peer ranks. ..." can arrive cut in two by another
-# process's write; its tail is dropped too.
+# gloo's "[Gloo] Rank 0 is connected to 3 peer ranks. ... is : 3" can arrive cut in two by
+# another write; its tail is dropped too, down to the bare count it ends with.
 _JAX_LOG = re.compile(
-    r"^(WARNING: All log messages|[IWEF]\d{4} |\[Gloo\]|\s+@ |\*\*\* |.*connected peer ranks)"
+    r"^(WARNING: All log messages|[IWEF]\d{4} |\[Gloo\]|\s+@ |\*\*\* |.*connected peer ranks"
+    r"|.*ranks is : \d+$|\s*:?\s*\d+\s*$)"
 )
 # Python 3.13 marks the failing expression of a traceback line with a line of ~ and ^
 # (3.11 marks fewer lines): dropped, so that every Python prints the same text.
