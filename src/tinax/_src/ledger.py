@@ -54,11 +54,17 @@ class Ledger:
         self.rank = 0  # among the objects built at its place, in order (trace agreement)
         self.rounds = 0  # traces checked across processes (trace agreement)
 
+    @property
+    def counted(self) -> int:
+        """Traces that count in the budget: those committed, less the warm-start traces
+        that gave their place back."""
+        return self.used - len(self.given_back)
+
     def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
         """``(history, traces counted in the budget, the count the next trace would make,
         traces cleared from JAX's cache)``, read at once."""
         with self.lock:
-            counted = self.used - len(self.given_back)
+            counted = self.counted
             attempt = counted + self.in_flight + 1
             return tuple(self.history), counted, attempt, self.cleared
 

@@ -363,6 +363,12 @@ def _pjit_file() -> str:
 _PJIT_FILE = _pjit_file()
 
 
+def _pjit_frame(frame: types.FrameType, name: str) -> bool:
+    """Whether ``frame`` runs the function ``name`` of ``jax/_src/pjit.py``."""
+    code = frame.f_code
+    return code.co_name == name and code.co_filename == _PJIT_FILE
+
+
 class JitCall(NamedTuple):
     """What the frame of a `jax.jit` call that missed its cache holds."""
 
@@ -388,8 +394,7 @@ def jit_call(frame: types.FrameType | None) -> JitCall | None:
     for _ in range(_MAX_FRAMES):
         if frame is None:
             return None
-        code = frame.f_code
-        if code.co_name == "cache_miss" and code.co_filename == _PJIT_FILE:
+        if _pjit_frame(frame, "cache_miss"):
             local = frame.f_locals
             params: Any = local.get("p")
             inner: Any = getattr(params, "params", None)
@@ -420,16 +425,10 @@ def rejected_leaf_call(
     0.12.0.1; where a JAX renames them, this is ``None`` and JAX's own message
     stands.
     """
-    if frame is None:
-        return None
-    code = frame.f_code
-    if code.co_name != "_infer_input_type" or code.co_filename != _PJIT_FILE:
+    if frame is None or not _pjit_frame(frame, "_infer_input_type"):
         return None
     caller = frame.f_back
-    if caller is None:
-        return None
-    code = caller.f_code
-    if code.co_name != "_infer_params" or code.co_filename != _PJIT_FILE:
+    if caller is None or not _pjit_frame(caller, "_infer_params"):
         return None
     local = caller.f_locals
     args: object = local.get("args")

@@ -69,7 +69,7 @@ def counted(
             rebuilt.check_rebuilt(ledger, reported, call)
         given_back = None
         with ledger.lock:
-            used = ledger.used - len(ledger.given_back)
+            used = ledger.counted
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
             if over and ledger.provisional:  # warm start compiled a trace no call has used

@@ -288,7 +288,8 @@ def _leaves(
     none where an argument holds a cycle (its flatten would not end)."""
     try:
         known = signature.get()
-        nnx_updates.refuse_cycles(_leaves, _traced_arguments(known, statics, args, kwargs))
+        traced = _named_arguments(known, statics, args, kwargs, static=False)
+        nnx_updates.refuse_cycles(_leaves, traced)
         call = record.record(known, statics, args, kwargs)
     except Exception:
         return []
@@ -303,14 +304,20 @@ def _leaves(
     ]
 
 
-def _traced_arguments(
-    known: Any, statics: jit_options.Statics, args: tuple[Any, ...], kwargs: dict[str, Any]
+def _named_arguments(
+    known: Any,
+    statics: jit_options.Statics,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    static: bool,
 ) -> list[tuple[str, Any]]:
-    """``(name, value)`` of each argument of the call that is not static."""
+    """``(name, value)`` of each argument of the call that is static (``static=True``)
+    or traced (``False``)."""
     return [
         (name, value)
-        for name, _, value, _, static in record.named_arguments(known, statics, args, kwargs)
-        if not static
+        for name, _, value, _, is_static in record.named_arguments(known, statics, args, kwargs)
+        if bool(is_static) == static
     ]
 
 
@@ -342,13 +349,7 @@ def static_error(
     """tinax's message for a call JAX refuses for an unhashable static argument, naming
     it (``layers=[16, 32]``), or ``None`` (error paths and ``explain`` only)."""
     try:
-        arguments = [
-            (name, value)
-            for name, _, value, _, static in record.named_arguments(
-                signature.get(), statics, args, kwargs
-            )
-            if static
-        ]
+        arguments = _named_arguments(signature.get(), statics, args, kwargs, static=True)
     except Exception:
         return None
     return rejections.unhashable_static(api, arguments)
@@ -448,8 +449,7 @@ class BudgetedMixin:
     def traces_used(self) -> int:
         """How many traces this object has made so far (never more than `max_traces`
         while chex assertions are on)."""
-        ledger = self._ledger
-        return ledger.used - len(ledger.given_back)
+        return self._ledger.counted
 
     @property
     def compiles_used(self) -> int:
@@ -504,17 +504,9 @@ class BudgetedMixin:
                 Python's limit.
         """
         known = self._signature.get()
-        nnx_updates.refuse_cycles(
-            self.function, _traced_arguments(known, self._static, args, kwargs)
-        )
+        named = _named_arguments(known, self._static, args, kwargs, static=False)
+        nnx_updates.refuse_cycles(self.function, named)
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
-        named = [
-            (name, value)
-            for name, _, value, _, static in record.named_arguments(
-                known, self._static, args, kwargs
-            )
-            if not static
-        ]
         raises = rejections.deleted(named)
         if raises is None:  # a static argument JAX cannot hash: its dispatch checks first
             unhashable = self._static_error(args, kwargs)
