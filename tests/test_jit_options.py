@@ -340,16 +340,18 @@ class TestBatched:
 
 class TestPassedOnlyWhenGiven:
     def _seen(self, monkeypatch, **options):
-        seen = {}
+        calls = []
         real = jax.jit
 
         def spy(function, **kwargs):
-            seen.update(kwargs)
+            calls.append(kwargs)
             return real(function, **kwargs)
 
         monkeypatch.setattr(jax, "jit", spy)
-        bounded_jit(scaled, max_traces=1, **options)
-        return seen
+        step = bounded_jit(scaled, max_traces=1, **options)
+        assert step._jitted is not None  # built at the first use
+        assert len(calls) == 1
+        return calls[0]
 
     def test_nothing_is_passed_by_default(self, monkeypatch):
         assert self._seen(monkeypatch) == {}

@@ -1,8 +1,11 @@
 """Object behaviour: introspection, repr, identity, metadata, binding, kinds of function."""
 
+import concurrent.futures
 import functools
 import gc
 import inspect
+import threading
+import time
 
 import attrs
 import jax
@@ -310,10 +313,19 @@ class _NoSignature:
         return args[0] + kwargs["y"]
 
 
-@pytest.mark.parametrize("options", [{}, {"keep_unused": True}], ids=["defaults", "options"])
-def test_jax_jit_is_looked_up_when_an_object_is_built(monkeypatch, options):
-    # As a jax.jit patched by a test (mock.patch("jax.jit", ...)) would be: tinax calls
-    # jax.jit at wrap time, whatever the options.
+@pytest.mark.parametrize(
+    ("options", "at_wrap"),
+    [
+        ({}, 0),
+        ({"keep_unused": True, "static_argnums": 1}, 0),
+        ({"out_shardings": jax.sharding.SingleDeviceSharding(jax.devices()[0])}, 1),
+    ],
+    ids=["defaults", "checked-by-tinax", "checked-by-jax"],
+)
+def test_jax_jit_is_looked_up_when_an_object_is_built(monkeypatch, options, at_wrap):
+    # As a jax.jit patched by a test (mock.patch("jax.jit", ...)) would be: the jax.jit in
+    # effect at wrap time is the one used. It is called at the first use, where nothing
+    # it could raise is left unchecked, else at wrap time (its errors are wrap-time errors).
     built: list[object] = []
     real = jax.jit
 
@@ -322,9 +334,39 @@ def test_jax_jit_is_looked_up_when_an_object_is_built(monkeypatch, options):
         return real(function, **kwargs)
 
     monkeypatch.setattr(jax, "jit", recording)
-    step = bounded_jit(lambda x: x + 1.0, max_traces=1, **options)
+    step = bounded_jit(lambda x, n=1.0: x + n, max_traces=1, **options)
+    assert len(built) == at_wrap
+    monkeypatch.undo()
+    assert step(jnp.ones(2), 1.0).tolist() == [2.0, 2.0]
+    assert step(jnp.ones(2), 1.0).tolist() == [2.0, 2.0]
     assert len(built) == 1
-    assert step(jnp.ones(2)).tolist() == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("make", [bounded_jit, batched_jit], ids=["bounded", "batched"])
+def test_the_first_uses_in_many_threads_build_one_jax_jit(monkeypatch, make):
+    # Built at first use, under a lock: threads that call a new object at once share one
+    # jax.jit object (and one trace), however slow the build.
+    built: list[object] = []
+    real = jax.jit
+
+    def slow(function, **kwargs):
+        built.append(function)
+        time.sleep(0.05)
+        return real(function, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", slow)
+    step = make(lambda x: x * 2.0, max_traces=1)
+    start = threading.Barrier(8)
+
+    def first_call() -> list[float]:
+        start.wait()
+        return step(jnp.ones((2, 2))).tolist()
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: first_call(), range(8)))
+    assert results == [[[2.0, 2.0], [2.0, 2.0]]] * 8
+    assert len(built) == 1
+    assert step.traces_used == 1
 
 
 class TestSignatureReuse:
@@ -347,7 +389,7 @@ class TestSignatureReuse:
         def g(x):
             return x
 
-        bounded_jit(g, max_traces=1)
+        self._signature_of(bounded_jit(g, max_traces=1))  # read at the first use
         key = id(g)
         assert validation._SIGNATURES[key][0]() is g
         del g
@@ -369,7 +411,7 @@ class TestSignatureReuse:
         def g(x, n):
             return x * n
 
-        bounded_jit(g, max_traces=1)
+        self._signature_of(bounded_jit(g, max_traces=1))
         g.__code__ = (lambda x, y, z: x + y + z).__code__
         assert str(self._signature_of(bounded_jit(g, max_traces=1))) == "(x, y, z)"
 
@@ -377,7 +419,7 @@ class TestSignatureReuse:
         def g(x, n):
             return x * n
 
-        bounded_jit(g, max_traces=1)
+        self._signature_of(bounded_jit(g, max_traces=1))
         g.__signature__ = inspect.signature(lambda x: x)
         assert str(self._signature_of(bounded_jit(g, max_traces=1))) == "(x)"
 
@@ -392,7 +434,7 @@ class TestSignatureReuse:
             return g
 
         g = make()
-        bounded_jit(g, max_traces=1)
+        self._signature_of(bounded_jit(g, max_traces=1))
         alive = weakref.ref(g)
         del g
         gc.collect()

@@ -84,7 +84,7 @@ class _Warming:
     def __init__(self, owner: Any, ledger: Ledger, count: int) -> None:
         self._owner = weakref.ref(owner)
         self._ledger = ledger
-        self._original: Callable[..., Any] = owner.__dict__["_call"]
+        self._original: Callable[..., Any] = owner._call  # built now if not yet
         self._left = count
         self._calls = 0
         self._lock = threading.Lock()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import operator
+import threading
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast, overload
 
 import attrs
 import jax
@@ -129,14 +130,34 @@ def _parsed(
     propagate: bool | None,
     donating: bool,
 ) -> JitOptions:
-    def jit(counted: Callable[..., Any]) -> Any:
-        return jit_options.jit(api, counted, kwargs)
+    return JitOptions(statics, _WithOptions(api, kwargs), static_nonarrays, propagate, donating)
 
-    return JitOptions(statics, jit, static_nonarrays, propagate, donating)
+
+# The options whose values jax.jit checks itself when it wraps (sharding trees, device and
+# backend, and its warnings for them): an object given one builds its jax.jit at wrap time.
+_CHECKED_BY_JAX = frozenset({"in_shardings", "out_shardings", "device", "backend"})
+
+
+class _WithOptions:
+    """``jax.jit`` with an object's options, as `jit_options.jit` calls it: the ``jax.jit``
+    in effect when the object was built (a patched one too). ``later``: nothing it could
+    raise, so `build` leaves it to the object's first use."""
+
+    __slots__ = ("_api", "_jit", "_kwargs", "later")
+
+    def __init__(self, api: str, kwargs: dict[str, Any]) -> None:
+        self._api = api
+        self._kwargs = kwargs
+        self._jit: Any = cast(Any, jax).jit
+        self.later = _CHECKED_BY_JAX.isdisjoint(kwargs)
+
+    def __call__(self, counted: Callable[..., Any]) -> Any:
+        return jit_options.jit(self._api, counted, self._kwargs, self._jit)
 
 
 def _jit_plain(counted: Callable[..., Any]) -> Any:
-    """``jax.jit(counted)``, looked up when called (as a patched ``jax.jit`` would be)."""
+    """``jax.jit(counted)``: the ``jit`` of an object with no option, which `build` replaces
+    by the ``jax.jit`` in effect at wrap time (a patched one too)."""
     return cast(Any, jax).jit(counted)
 
 
@@ -182,6 +203,11 @@ def build(
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
+    The counted function and the `jax.jit` object are built at the object's first
+    use (`_AtFirstUse`), where the first trace hides their ~30 us, with the
+    ``jax.jit`` in effect now; given options that `jax.jit` checks itself
+    (`_CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors.
+
     ``traced`` is what JAX traces (the function, or its `jax.vmap`); ``jit``
     compiles the counted version of it. ``around`` builds ``traced`` from another
     function (the `jax.vmap` of a `BatchedJit`; ``None``: the function itself): a
@@ -192,14 +218,72 @@ def build(
     `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     ledger = Ledger()
+    # Built at first use where jax.jit cannot raise: with no option, or options tinax has
+    # checked whole (`_WithOptions`). The jax.jit in effect now is used (a patched one too).
+    later = jit is _jit_plain or (isinstance(jit, _WithOptions) and jit.later)
+    if jit is _jit_plain:
+        jit = cast(Any, jax).jit
+    probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
+    names = counting.jax_names(function)  # read once: the counted function's and the object's
+    own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
+    own.update(_ledger=ledger, _signature=signature, _static=statics, _probe=probe)
+    if later:
+        own["_pending"] = (traced, jit, names, mesh, propagate_updates, donating)
+    else:  # jax.jit's own errors for the options are raised at wrap time
+        own["_jitted"], own["_call"] = _compiled_call(
+            owner, traced, jit, names, mesh, propagate_updates, donating
+        )
+    _present(owner, function, names)
+    registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
+
+
+# One lock for every object's first use: a build takes ~30 us, once per object.
+_compiling = threading.RLock()
+
+
+def _compile(owner: Any) -> None:
+    """Builds the `jax.jit` object and the call of an object at its first use, unless
+    another thread has (`build` left what they need in ``_pending``)."""
+    own = owner.__dict__
+    with _compiling:
+        pending = own.get("_pending")
+        if pending is None:
+            return
+        own["_jitted"], own["_call"] = _compiled_call(owner, *pending)
+        del own["_pending"]
+
+
+def _compiled_call(
+    owner: Any,
+    traced: Callable[..., Any],
+    jit: Callable[[Callable[..., Any]], Any],
+    names: tuple[str, str],
+    mesh: Mesh | None,
+    propagate_updates: bool | None,
+    donating: bool,
+) -> tuple[Any, Callable[..., Any]]:
+    """The counted function of ``owner`` (whose ledger, signature, statics and probe
+    `build` has set), its `jax.jit` object, and the object's call."""
+    own = owner.__dict__
+    function, signature, statics, ledger = (
+        owner.function,
+        own["_signature"],
+        own["_static"],
+        own["_ledger"],
+    )
     api = type(owner).__name__
     traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
     if statics.nonarrays:
         traced = nonarrays.returning_marked(traced)
-    probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
-    names = counting.jax_names(function)  # read once: the counted function's and the object's
     counted = counting.counted(
-        traced, ledger, max_traces, signature, statics, function, names=names, rejects=probe.traced
+        traced,
+        ledger,
+        owner.max_traces,
+        signature,
+        statics,
+        function,
+        names=names,
+        rejects=own["_probe"].traced,
     )
     if statics.nonarrays:
         counted = nonarrays.joined(counted, *names)
@@ -213,17 +297,28 @@ def build(
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
-    owner.__dict__.update(  # frozen: written as attrs's __init__ writes the fields
-        _ledger=ledger,
-        _signature=signature,
-        _static=statics,
-        _jitted=jitted,
-        _call=call,
-        _probe=probe,
-    )
     compiles.register(compiled, ledger)
-    _present(owner, function, names)
-    registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
+    return jitted, call
+
+
+class _AtFirstUse:
+    """A class attribute standing for a part of the compiled callable (``_jitted``,
+    ``_call``) until `_compile` has put it in the object's ``__dict__``, where Python
+    finds it first: this descriptor has no ``__set__``. The first read builds; later
+    reads, a call's among them, never come here."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _AtFirstUse: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Any: ...
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        _compile(instance)
+        return instance.__dict__[self._name]
 
 
 class _Probe:
@@ -438,9 +533,12 @@ class BudgetedMixin:
     _ledger: Ledger
     _signature: validation.LazySignature
     _static: jit_options.Statics
-    _jitted: Any
     _probe: _Probe
-    _call: Callable[..., Any]
+    # Built at the first call (or the first lower, trace, precompile...) unless jax.jit
+    # checks the options itself (`build`): a program's wrap costs less than jax.jit's, and
+    # the build is lost in the first trace. A cached call finds them in the __dict__.
+    _jitted = _AtFirstUse()
+    _call = _AtFirstUse()
     function: Callable[..., Any]
     max_traces: int
     mesh: Mesh | None

@@ -389,14 +389,17 @@ def _by_signature(
     return shape, statics
 
 
-def jit(api: str, function: Any, kwargs: dict[str, Any]) -> Any:
-    """``jax.jit(function, **kwargs)``. Its own `TypeError`/`ValueError` (a malformed
-    sharding) escape as the same type, prefixed with ``api`` as tinax's messages are;
-    anything else it lets escape (an odd object in a sharding tree) is a `TypeError`."""
+def jit(api: str, function: Any, kwargs: dict[str, Any], jit: Any = None) -> Any:
+    """``jax.jit(function, **kwargs)`` (``jit``: the ``jax.jit`` to call, if not the
+    current one). Its own `TypeError`/`ValueError` (a malformed sharding) escape as the
+    same type, prefixed with ``api`` as tinax's messages are; anything else it lets
+    escape (an odd object in a sharding tree) is a `TypeError`."""
+    if jit is None:
+        jit = cast(Any, jax).jit
     if not kwargs:
-        return jax.jit(function)  # pyright: ignore[reportUnknownMemberType]
+        return jit(function)
     try:
-        return jax.jit(function, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+        return jit(function, **kwargs)
     except (TypeError, ValueError) as error:
         raise type(error)(f"{api}: {error}") from None
     except Exception as error:
