@@ -82,6 +82,16 @@ class TestTwoRuns:
         assert (second["runs"], second["traces_used"]) == (2, 1)
         assert "gives its place in the budget to this call's trace" in log
 
+    def test_a_warm_trace_a_call_ran_from_counts_as_any_trace(self, tmp_path):
+        # The first call ran from the warm trace: it is no longer provisional, so a call
+        # of another signature is over the budget, as it would be after a cold start.
+        path = tmp_path / "signatures.json"
+        run(path)
+        second, _ = run(path, "--wait", "--then-batch", "16")
+        assert second["traces_before_call"] == 1
+        assert second["last_call_refused"] is True
+        assert (second["runs"], second["traces_used"]) == (1, 1)
+
     def test_the_manifest_is_a_json_file_a_person_can_read(self, tmp_path):
         path = tmp_path / "signatures.json"
         run(path)

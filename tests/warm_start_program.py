@@ -1,7 +1,7 @@
 """A program that starts warm, run twice by `tests/test_warm_start.py` in fresh processes.
 
     python warm_start_program.py MANIFEST [--batch N] [--max-traces K] [--slow S]
-        [--static-lambda] [--wait] [--version 1|2] [--calls N]
+        [--static-lambda] [--wait] [--version 1|2] [--calls N] [--then-batch N]
 
 Prints one JSON line of facts at the end (traces, compiles, body runs). Log records
 of the ``tinax`` logger go to stderr.
@@ -35,6 +35,7 @@ def main():
     parser.add_argument("--wait", action="store_true")
     parser.add_argument("--version", type=int, default=1)
     parser.add_argument("--calls", type=int, default=1)
+    parser.add_argument("--then-batch", type=int, default=None)  # a last call, of that batch
     args = parser.parse_args()
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
@@ -75,6 +76,12 @@ def main():
         results.append(float(step_jit(jnp.ones((args.batch, 3)), 2.0)))
     if args.static_lambda:
         apply_jit(jnp.ones(2), fn=lambda v: v * 2)
+    if args.then_batch is not None:
+        try:
+            step_jit(jnp.ones((args.then_batch, 3)), 2.0)
+            built["last_call_refused"] = False
+        except tinax.jit.TraceBudgetError:
+            built["last_call_refused"] = True
     print(
         json.dumps(
             {

@@ -63,7 +63,7 @@ class _Warming:
     While a warm compile runs, the object's call is `call`, which waits for them
     all (a call never traces what a warm compile is tracing). Each warm trace is
     provisional (``ledger.provisional``) until a call runs from it: a call that
-    makes no trace is matched (``explain``) to the trace it ran from. Once none is
+    makes no trace is matched, as ``explain`` matches it, to the trace it ran from. Once none is
     provisional, or after `_WATCHED_CALLS` calls, the original call (the `jax.jit`
     object) is put back, so cached calls cost what they cost without warm start.
     A provisional trace gives its place in the budget to a call's trace that would
@@ -111,12 +111,12 @@ class _Warming:
         if ledger.provisional and not traced:
             owner = self._owner()
             try:
-                reused = None if owner is None else owner.explain(*args, **kwargs).reuses
+                reused = None if owner is None else owner._reused(args, kwargs)  # pyright: ignore[reportPrivateUsage]
             except Exception:  # donated arrays, odd leaves: left provisional
                 reused = None
             if reused is not None:
                 with ledger.lock:
-                    ledger.provisional.discard(reused.number)
+                    ledger.provisional.discard(reused)
         if not ledger.provisional or calls >= _WATCHED_CALLS:
             self._restore()
 
