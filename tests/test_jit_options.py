@@ -525,12 +525,22 @@ def test_batched_refuses_the_same_options(options, error, pattern):
     ],
 )
 def test_valid_options_are_accepted(make_bounded, function, options):
-    make_bounded(function, max_traces=1, **options)
+    step = make_bounded(function, max_traces=1, **options)
+    assert step._jitted is not None  # and by jax.jit, where the first use builds it
 
 
 def test_argnums_out_of_range_for_a_positional_only_signature():
     with pytest.raises(ValueError, match="takes 2 positional arguments"):
         bounded_jit(positional_only, max_traces=1, static_argnums=2)
+
+
+@pytest.mark.parametrize("value", [2**31, -(2**31) - 1, (0, 2**40)])
+def test_static_argnums_past_a_c_int_are_refused_at_wrap_time(make_bounded, value):
+    # Under *args no signature bounds them; jaxlib keeps static positions as C ints, and its
+    # binding's TypeError would come at the first use, where the jax.jit object is built.
+    with pytest.raises(ValueError, match=r"static_argnums must be positions between -2\*\*31"):
+        make_bounded(star, max_traces=1, static_argnums=value)
+    assert make_bounded(star, max_traces=1, static_argnums=2**31 - 1)._jitted is not None
 
 
 def test_in_shardings_counts_parameters_with_defaults_as_optional():

@@ -107,7 +107,7 @@ def assert_rejected(
 def assert_documented_or_accepted(build: Callable[[], Any], api: str, argument: str) -> None:
     """Construction succeeds, or raises exactly TypeError/ValueError naming ``argument``."""
     try:
-        build()
+        built = build()
     except Exception as error:
         message = str(error)
         assert type(error) in (TypeError, ValueError), (
@@ -115,6 +115,15 @@ def assert_documented_or_accepted(build: Callable[[], Any], api: str, argument: 
         )
         assert message.startswith(f"{api}: "), message
         assert argument in message, message
+        return
+    assert_jax_jit_accepts(built)
+
+
+def assert_jax_jit_accepts(built: object) -> None:
+    """An object's `jax.jit` object, built at its first use where the wrap left it, is built
+    without error: the wrap checked whatever jax.jit would raise for."""
+    if isinstance(built, (BoundedJit, BatchedJit)):
+        assert built._jitted is not None
 
 
 def assert_type_or_value_error_or_accepted(build: Callable[[], Any], argument: str) -> None:
@@ -779,7 +788,7 @@ class TestFuzzBoundedJit:
         self, make_bounded, function, max_traces, static, donate, mesh, on_exceed, options
     ):
         try:
-            make_bounded(
+            built = make_bounded(
                 function,
                 max_traces=max_traces,
                 static_argnames=static,
@@ -793,6 +802,8 @@ class TestFuzzBoundedJit:
             assert type(error) in (TypeError, ValueError), f"{type(error).__name__}: {message}"
             assert message.startswith(f"{BOUNDED}: "), message
             assert any(name in message for name in BOUNDED_FUZZED), message
+            return
+        assert_jax_jit_accepts(built)
 
 
 class TestFuzzBatchedJit:

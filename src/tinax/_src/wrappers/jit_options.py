@@ -92,6 +92,19 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
     return tuple(numbers)
 
 
+# jaxlib's C++ `pjit` takes the static positions as C ints; outside this range `jax.jit`
+# raises its binding's own "incompatible function arguments" TypeError.
+_C_INT = 2**31
+
+
+def _check_c_int_positions(api: str, numbers: tuple[int, ...], value: object) -> None:
+    """Checks that each static position fits the C int that jaxlib keeps it in."""
+    if any(not -_C_INT <= number < _C_INT for number in numbers):
+        raise ValueError(
+            message(api, "static_argnums", "positions between -2**31 and 2**31 - 1", value)
+        )
+
+
 # `jax.Inline` (jax 0.11 and later): how far `jax.jit` inlines the function; ``None``
 # where this JAX has it not (its ``inline`` takes a bool only).
 INLINE_MODES: Any = getattr(jax, "Inline", None)
@@ -286,6 +299,8 @@ def parse(
     if static and donate:
         check_disjoint(api, static, donate)
     static_nums = check_argnums(api, "static_argnums", static_argnums)
+    if static_nums is not None:
+        _check_c_int_positions(api, static_nums, static_argnums)
     donate_nums = check_argnums(api, "donate_argnums", donate_argnums)
     keep = check_bool(api, "keep_unused", keep_unused)
     inlined = check_inline(api, inline)
