@@ -344,7 +344,7 @@ def explain(
             attempt=attempt,
             raises=raises,
         )
-    reuses = reuse.reused([trace for trace in history if trace.number > cleared], signature)
+    reuses = reuse.reused(history, signature, cleared)
     best, found = (reuses, ()) if reuses is not None else compare.closest(history, signature)
     return Explanation(
         function_name=name,

@@ -90,9 +90,12 @@ def matches(old: TracedSignature, new: TracedSignature) -> bool:
     return True
 
 
-def reused(history: Sequence[TracedSignature], new: TracedSignature) -> TracedSignature | None:
-    """The earlier trace JAX would run ``new`` from, or ``None`` if it would trace."""
+def reused(
+    history: Sequence[TracedSignature], new: TracedSignature, cleared: int = 0
+) -> TracedSignature | None:
+    """The earlier trace JAX would run ``new`` from, or ``None`` if it would trace; traces
+    numbered up to ``cleared`` are no longer in JAX's cache."""
     for old in history:
-        if matches(old, new):
+        if old.number > cleared and matches(old, new):
             return old
     return None

@@ -127,7 +127,15 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         if static_nonarrays or statics != jit_options.NO_STATICS:
             batched = batch(per_example)
         common.build(
-            self, function, batched, max_traces, signature, statics, mesh, parsed.jit, around=batch
+            self,
+            function,
+            batched,
+            max_traces,
+            signature,
+            statics,
+            mesh,
+            parsed.jit_kwargs,
+            around=batch,
         )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call

@@ -95,7 +95,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             signature,
             parsed.statics,
             mesh,
-            parsed.jit,
+            parsed.jit_kwargs,
             propagate_updates=parsed.propagate_updates,
             donating=parsed.donating,
         )

@@ -53,11 +53,11 @@ def page_defaults(factory: Callable[..., Any]) -> None:
 
 @attrs.frozen
 class JitOptions:
-    """What `parse_jit_options` leaves the class to do: the statics its calls have, how to
-    compile the counted function, and the model options, checked."""
+    """What `parse_jit_options` leaves the class to do: the statics its calls have, the
+    options for `jax.jit` (checked), and the model options, checked."""
 
     statics: jit_options.Statics
-    jit: Callable[[Callable[..., Any]], Any]
+    jit_kwargs: dict[str, Any]
     static_nonarrays: bool
     propagate_updates: bool | None
     donating: bool
@@ -119,18 +119,7 @@ def parse_jit_options(
         kwargs = {**kwargs, "out_shardings": nnx_updates.output_shardings(kwargs["out_shardings"])}
 
     donating = bool(options.donate_argnums or options.donate_argnames)
-    return _parsed(api, statics, kwargs, static_nonarrays, propagate, donating)
-
-
-def _parsed(
-    api: str,
-    statics: jit_options.Statics,
-    kwargs: dict[str, Any],
-    static_nonarrays: bool,
-    propagate: bool | None,
-    donating: bool,
-) -> JitOptions:
-    return JitOptions(statics, _WithOptions(api, kwargs), static_nonarrays, propagate, donating)
+    return JitOptions(statics, kwargs, static_nonarrays, propagate, donating)
 
 
 # The options whose values jax.jit checks itself when it wraps (sharding trees, device and
@@ -139,9 +128,10 @@ _CHECKED_BY_JAX = frozenset({"in_shardings", "out_shardings", "device", "backend
 
 
 class _WithOptions:
-    """``jax.jit`` with an object's options, as `jit_options.jit` calls it: the ``jax.jit``
-    in effect when the object was built (a patched one too). ``later``: nothing it could
-    raise, so `build` leaves it to the object's first use."""
+    """``jax.jit`` with an object's options (none, or those `parse_jit_options` passes on),
+    as `jit_options.jit` calls it: the ``jax.jit`` in effect when the object was built (a
+    patched one too). ``later``: nothing it could raise, so `build` leaves it to the
+    object's first use."""
 
     __slots__ = ("_api", "_jit", "_kwargs", "later")
 
@@ -155,16 +145,10 @@ class _WithOptions:
         return jit_options.jit(self._api, counted, self._kwargs, self._jit)
 
 
-def _jit_plain(counted: Callable[..., Any]) -> Any:
-    """``jax.jit(counted)``: the ``jit`` of an object with no option, which `build` replaces
-    by the ``jax.jit`` in effect at wrap time (a patched one too)."""
-    return cast(Any, jax).jit(counted)
-
-
 # The options of an object built with every jax.jit and model option left at its default
 # (the factories' and the classes' own default objects, compared by identity): `jax.jit`
 # with no option, which raises nothing of its own to put tinax's name on.
-_DEFAULTS = JitOptions(jit_options.NO_STATICS, _jit_plain, False, None, False)
+_DEFAULTS = JitOptions(jit_options.NO_STATICS, {}, False, None, False)
 
 
 def _all_defaults(owner: Any) -> bool:
@@ -195,7 +179,7 @@ def build(
     signature: validation.LazySignature,
     statics: jit_options.Statics,
     mesh: Mesh | None,
-    jit: Callable[[Callable[..., Any]], Any],
+    jit_kwargs: dict[str, Any],
     *,
     around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     propagate_updates: bool | None = False,
@@ -208,26 +192,23 @@ def build(
     ``jax.jit`` in effect now; given options that `jax.jit` checks itself
     (`_CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors.
 
-    ``traced`` is what JAX traces (the function, or its `jax.vmap`); ``jit``
-    compiles the counted version of it. ``around`` builds ``traced`` from another
-    function (the `jax.vmap` of a `BatchedJit`; ``None``: the function itself): a
-    stand-in goes through it to find the error a call would raise (`rejections`).
-    With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit`` must mark
+    ``traced`` is what JAX traces (the function, or its `jax.vmap`); `jax.jit`
+    compiles the counted version of it with ``jit_kwargs``. ``around`` builds
+    ``traced`` from another function (the `jax.vmap` of a `BatchedJit`; ``None``:
+    the function itself): a stand-in goes through it to find the error a call would
+    raise (`rejections`).
+    With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit_kwargs`` must mark
     argument 1 static: the call is split into array leaves and a static key
     (`nonarrays`). ``propagate_updates`` as the classes take it (`nnx_updates`; a
     `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     ledger = Ledger()
-    # Built at first use where jax.jit cannot raise: with no option, or options tinax has
-    # checked whole (`_WithOptions`). The jax.jit in effect now is used (a patched one too).
-    later = jit is _jit_plain or (isinstance(jit, _WithOptions) and jit.later)
-    if jit is _jit_plain:
-        jit = cast(Any, jax).jit
+    jit = _WithOptions(type(owner).__name__, jit_kwargs)  # the jax.jit in effect now
     probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
     names = counting.jax_names(function)  # read once: the counted function's and the object's
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
     own.update(_ledger=ledger, _signature=signature, _static=statics, _probe=probe)
-    if later:
+    if jit.later:  # nothing jax.jit could raise: built at the first use
         own["_pending"] = (traced, jit, names, mesh, propagate_updates, donating)
     else:  # jax.jit's own errors for the options are raised at wrap time
         own["_jitted"], own["_call"] = _compiled_call(
@@ -643,7 +624,7 @@ class BudgetedMixin:
         for the error a call would raise (JAX's checks around a stand-in: ~2 ms)."""
         call = self._under_mesh(record.record, self._signature.get(), self._static, args, kwargs)
         history, _, _, cleared = self._ledger.snapshot()
-        found = reuse.reused([trace for trace in history if trace.number > cleared], call)
+        found = reuse.reused(history, call, cleared)
         return None if found is None else found.number
 
     def _leaf_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:

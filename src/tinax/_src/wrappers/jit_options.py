@@ -404,13 +404,11 @@ def _by_signature(
     return shape, statics
 
 
-def jit(api: str, function: Any, kwargs: dict[str, Any], jit: Any = None) -> Any:
-    """``jax.jit(function, **kwargs)`` (``jit``: the ``jax.jit`` to call, if not the
-    current one). Its own `TypeError`/`ValueError` (a malformed sharding) escape as the
+def jit(api: str, function: Any, kwargs: dict[str, Any], jit: Any) -> Any:
+    """``jit(function, **kwargs)``, where ``jit`` is ``jax.jit`` as the object found it
+    when built. Its own `TypeError`/`ValueError` (a malformed sharding) escape as the
     same type, prefixed with ``api`` as tinax's messages are; anything else it lets
     escape (an odd object in a sharding tree) is a `TypeError`."""
-    if jit is None:
-        jit = cast(Any, jax).jit
     if not kwargs:
         return jit(function)
     try:
