@@ -291,6 +291,8 @@ class TestSaveSignatures:
     def test_a_bad_path_is_refused_naming_it(self):
         with pytest.raises(TypeError, match=r"save_signatures: path must be a str or os.PathLike"):
             tinax.save_signatures(3)
+        with pytest.raises(ValueError, match=r"save_signatures: path must be .* without a NUL"):
+            tinax.save_signatures("signatures\x00.json")
 
 
 class TestManifestFile:

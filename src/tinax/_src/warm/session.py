@@ -63,8 +63,8 @@ class _Warming:
     While a warm compile runs, the object's call is `call`, which waits for them
     all (a call never traces what a warm compile is tracing). Each warm trace is
     provisional (``ledger.provisional``) until a call runs from it: a call that
-    makes no trace is matched, as ``explain`` matches it, to the trace it ran from. Once none is
-    provisional, or after `_WATCHED_CALLS` calls, the original call (the `jax.jit`
+    makes no trace is matched, as ``explain`` matches it, to the trace it ran from.
+    Once none is provisional, or after `_WATCHED_CALLS` calls, the original call (the `jax.jit`
     object) is put back, so cached calls cost what they cost without warm start.
     A provisional trace gives its place in the budget to a call's trace that would
     exceed it (`budget.counting`): a stale manifest never refuses a call.
@@ -439,8 +439,10 @@ def _check_path(api: str, path: object) -> str:
             raise TypeError(validation.message(api, "path", f"{expected} of str", path))
     else:
         raise TypeError(validation.message(api, "path", expected, path))
-    if not text:
-        raise ValueError(validation.message(api, "path", "a non-empty file path", path))
+    if not text or "\x00" in text:  # the OS refuses a NUL in a path (ValueError from open)
+        raise ValueError(
+            validation.message(api, "path", "a non-empty file path without a NUL", path)
+        )
     return text
 
 

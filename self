@@ -1,0 +1,5 @@
+{
+ "format": "tinax warm start 1",
+ "environment": {},
+ "objects": {}
+}
