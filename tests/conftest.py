@@ -1,6 +1,8 @@
 """Test setup: 8 CPU devices (set before JAX is imported), shared fixtures."""
 
 import os
+import subprocess
+from pathlib import Path
 
 os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
@@ -65,3 +67,47 @@ def _messages_fit_in_200_characters(monkeypatch):
 
     registry = registry_table.table
     monkeypatch.setattr(registry_table, "table", lambda *args: checked(registry(*args)))
+
+
+# --- the suite leaves no trace in the checkout ---------------------------------------------
+
+_CHECKOUT = Path(__file__).resolve().parent.parent
+
+
+def _changed_files():
+    """``git status`` of the checkout, a line per changed or untracked file (ignored ones,
+    such as ``.venv/`` and ``.hypothesis/``, aside); `None` outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=_CHECKOUT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(done.stdout.splitlines()) if done.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_BEFORE] = _changed_files()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the run when a test wrote into the checkout (tests write under tmp_path)."""
+    before = session.config.stash.get(_BEFORE, None)
+    after = _changed_files()
+    if before is None or after is None:
+        return
+    new = sorted(after - before)
+    if new:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_sep("=", "tests wrote into the checkout", red=True)
+            for line in new:
+                reporter.write_line(line)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey()

@@ -10,7 +10,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinax
@@ -241,9 +241,18 @@ def no_session(monkeypatch):
 
 
 class TestArguments:
-    @settings(max_examples=60, deadline=None)
+    @settings(
+        max_examples=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],  # one folder, one stub
+    )
     @given(path=wide_values(), workers=st.one_of(st.none(), wide_values()))
-    def test_bad_arguments_raise_only_documented_errors_naming_the_argument(self, path, workers):
+    def test_bad_arguments_raise_only_documented_errors_naming_the_argument(
+        self, no_session, monkeypatch, tmp_path, path, workers
+    ):
+        # An accepted path is relative to the working directory: tmp_path, never the
+        # checkout (each example that is accepted would write a manifest there at exit).
+        monkeypatch.chdir(tmp_path)
         watchers.warm_hook = None
         try:
             tinax.warm_start(path, workers=workers)

@@ -1,5 +1,0 @@
-{
- "format": "tinax warm start 1",
- "environment": {},
- "objects": {}
-}
