@@ -69,6 +69,16 @@ def _messages_fit_in_200_characters(monkeypatch):
     monkeypatch.setattr(registry_table, "table", lambda *args: checked(registry(*args)))
 
 
+@pytest.fixture
+def outside_session_budgets(monkeypatch):
+    """The library as it is without ``pytest --tinax-budgets``: the plugin's collector (which
+    keeps each dropped object's ledger for its end-of-session report) hears nothing here."""
+    from tinax._src.observe import watchers
+
+    monkeypatch.setattr(watchers, "built_hook", None)
+    monkeypatch.setattr(watchers, "traced_hook", None)
+
+
 # --- the suite leaves no trace in the checkout ---------------------------------------------
 
 _CHECKOUT = Path(__file__).resolve().parent.parent

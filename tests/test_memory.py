@@ -48,7 +48,7 @@ def _build_trace_and_drop(count: int, x: jax.Array) -> list[weakref.ref]:
     return dropped
 
 
-def test_dropped_objects_leave_nothing_behind():
+def test_dropped_objects_leave_nothing_behind(outside_session_budgets):
     x = jnp.ones(3)
     _build_trace_and_drop(50, x)  # warm: first-use caches of JAX and tinax filled
     gc.collect()

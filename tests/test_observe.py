@@ -670,7 +670,9 @@ class TestRegistry:
         gc.collect()
         assert len(registry._registry) <= 2 * len(budgets()) + 64
 
-    def test_dropped_object_is_freed_at_once_without_the_garbage_collector(self, make_bounded):
+    def test_dropped_object_is_freed_at_once_without_the_garbage_collector(
+        self, make_bounded, outside_session_budgets
+    ):
         def scale(x):
             return x * 3.0
 
