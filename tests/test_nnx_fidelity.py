@@ -1,6 +1,7 @@
 """flax.nnx objects whole under ``propagate_updates=True`` (issue 29): what nnx.jit's graph
 mode does with a change of structure, a bound method, ``out_shardings``, objects inside
-containers, a compiled stage, a returned object, a jax.Ref and a cycle, and where tinax
+containers, a compiled stage, a returned object, a jax.Ref (returned as nnx.jit returns it,
+issue 35) and a cycle, and where tinax
 refuses instead, with a message."""
 
 import functools
@@ -453,16 +454,63 @@ class TestRefs:
         nnx_out = nnx.jit(bump)(other := Held())
         assert nnx_out is other.count
 
-    def test_a_ref_created_and_returned_is_refused_as_jax_jit_refuses_it(self):
+    @pytest.mark.parametrize("with_module", [True, False], ids=["with a module", "alone"])
+    def test_a_returned_ref_argument_is_the_callers_own_as_under_nnx_jit(self, with_module):
+        def bump(m, r, x):
+            r[...] += x
+            return {"ref": r, "again": (r,), "x": x}
+
+        for wrap in (nnx.jit, functools.partial(bounded_jit, max_traces=1, propagate_updates=True)):
+            step = wrap(bump)
+            m = Counted() if with_module else None
+            ref = jax.new_ref(jnp.zeros(2))
+            step(m, ref, jnp.ones(2))
+            out = step(m, ref, jnp.ones(2))  # a cached call too
+            assert out["ref"] is ref and out["again"][0] is ref
+            assert ref[...].tolist() == [2.0, 2.0] and out["x"].tolist() == [1.0, 1.0]
+
+    def test_a_ref_created_and_returned_is_a_new_ref_as_under_nnx_jit(self):
         def make_ref(m, x):
             m.counter[...] += 1
+            ref = jax.new_ref(x)
+            ref[...] += 5.0
+            return ref, [ref], x
+
+        outs = []
+        for wrap in (nnx.jit, functools.partial(bounded_jit, max_traces=1, propagate_updates=True)):
+            step, m = wrap(make_ref), Counted()
+            first = step(m, jnp.zeros(2))
+            out = step(m, jnp.ones(2))
+            assert isinstance(out[0], jax.Ref) and out[1][0] is out[0]  # one Ref, twice
+            assert out[0] is not first[0]  # each call its own
+            assert float(m.counter[...]) == 2.0
+            outs.append(out)
+        (nnx_ref, _, nnx_x), (ref, _, x) = outs
+        assert ref[...].tolist() == nnx_ref[...].tolist() == [6.0, 6.0]
+        assert x.tolist() == nnx_x.tolist()
+        step = bounded_jit(make_ref, max_traces=1, propagate_updates=True)
+        shape = step.eval_shape(Counted(), jnp.zeros(2))[0]
+        assert (shape.shape, shape.dtype) == ((2,), jnp.float32)
+
+    def test_a_new_ref_is_returned_without_nnx_objects_too(self):
+        out = bounded_jit(lambda x: jax.new_ref(x + 1), max_traces=1, propagate_updates=True)(
+            jnp.zeros(2)
+        )
+        assert isinstance(out, jax.Ref) and out[...].tolist() == [1.0, 1.0]
+
+    @pytest.mark.parametrize("propagate", [None, False])
+    def test_without_propagate_updates_a_returned_ref_is_jax_jits_error(self, propagate):
+        def make_ref(m, x):
             return jax.new_ref(x)
 
-        step = bounded_jit(make_ref, max_traces=1, propagate_updates=True)
-        with pytest.raises(ValueError, match="mutable array references cannot be returned"):
-            step(Counted(), jnp.zeros(()))
-        with pytest.raises(ValueError, match="mutable array references cannot be returned"):
-            jax.jit(lambda x: jax.new_ref(x))(jnp.zeros(()))
+        def give_back(m, r):
+            return r
+
+        for function, ref in [(make_ref, jnp.zeros(())), (give_back, jax.new_ref(jnp.zeros(())))]:
+            step = bounded_jit(function, max_traces=1, propagate_updates=propagate)
+            for call in (step, jax.jit(function)):
+                with pytest.raises(ValueError, match="mutable array references cannot be returned"):
+                    call(None, ref)
 
 
 def free_depth():
