@@ -6,6 +6,7 @@ refuses instead, with a message."""
 
 import functools
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from test_nnx import BATCH, assert_same_state, make, train_step
 from tinax.jit import BoundedJit, batched_jit, bounded_jit
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class Counted(nnx.Module):
@@ -92,6 +95,26 @@ STRUCTURE_CHANGES = [
 ]
 
 
+class Accumulator(nnx.Pytree):
+    def __init__(self):
+        self.total = nnx.data(jnp.zeros(()))
+
+
+def accumulate(acc, xs):
+    acc.total = acc.total + xs.sum()
+    return 0
+
+
+def accumulate_in_scan(acc, xs):
+    @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0))
+    def body(acc, x):
+        acc.total = acc.total + x
+        return acc, x
+
+    body(acc, xs)
+    return 0
+
+
 def identities(m):
     return (m.counter, m.other, m.a, m.b, m.layers[0], m.layers[1], m.stats["mean"])
 
@@ -136,6 +159,47 @@ class TestChangeOfStructure:
         )
         with pytest.raises(ValueError, match=r"\n  models\['m'\]\.a: replaced by another"):
             step({"m": Counted()})
+
+    @pytest.mark.parametrize("through_scan", [False, True], ids=["directly", "in nnx.scan"])
+    def test_an_array_attribute_assigned_is_named_in_the_guides_words(self, through_scan):
+        step = bounded_jit(
+            accumulate_in_scan if through_scan else accumulate,
+            max_traces=1,
+            propagate_updates=True,
+        )
+        acc = Accumulator()
+        with pytest.raises(ValueError, match="changed the structure") as info:
+            step(acc, jnp.ones(3))
+        lines = str(info.value).splitlines()
+        assert lines[1] == "  acc.total: a new array assigned, not held in a Variable"
+        assert lines[-1] == (
+            "  or hold the array in a Variable (self.total = nnx.Variable(...) where the object "
+            "is built, then acc.total[...] = value in the step): only the values of Variables "
+            "are written back."
+        )
+        assert "model.counter[...]" not in str(info.value)  # the Variable's fix is not this one
+        assert float(acc.total) == 0.0
+        with pytest.raises(ValueError, match="changes the structure") as info:
+            bounded_jit(accumulate, max_traces=1)(acc, jnp.ones(3))
+        assert "\n  acc.total: a new array assigned, not held in a Variable (a change of" in str(
+            info.value
+        )
+        guide = " ".join((REPO_ROOT / "docs" / "models.md").read_text().split())
+        assert "a new array assigned, not held in a Variable" in guide  # the guide's words
+        assert "a change of structure" in guide
+
+    def test_an_array_attribute_held_in_a_variable_is_written_back(self):
+        class Held(nnx.Pytree):
+            def __init__(self):
+                self.total = nnx.Variable(jnp.zeros(()))
+
+        def add(acc, xs):
+            acc.total[...] = acc.total[...] + xs.sum()
+            return 0
+
+        acc = Held()
+        bounded_jit(add, max_traces=1, propagate_updates=True)(acc, jnp.ones(3))
+        assert float(acc.total[...]) == 3.0
 
     def test_value_assignments_and_nnx_transforms_are_not_a_change_of_structure(self):
         model, optimizer = make()

@@ -247,6 +247,16 @@ def _snapshot(value: object, pytree_type: type, nodes: list[tuple[Any, Any, Any]
 
 
 _INTERNAL = "_pytree__"  # nnx's own bookkeeping attributes (its trace state is replaced)
+# An array attribute (an nnx.Pytree's nnx.data array) given a new array: only Variables are
+# written back, so it is a change of structure to the write-back.
+ARRAY_ASSIGNED = "a new array assigned, not held in a Variable"
+
+
+def _replaced(old: object, new: object) -> str:
+    """What replacing ``old`` by ``new`` is called in a change's line."""
+    if isinstance(old, jax.Array | np.ndarray) and isinstance(new, jax.Array | np.ndarray):
+        return ARRAY_ASSIGNED
+    return "replaced by another object"
 
 
 def _edits(now: Any, then: Any) -> list[tuple[Any, str]]:
@@ -269,7 +279,7 @@ def _edits(now: Any, then: Any) -> list[tuple[Any, str]]:
         if key not in mapping:
             edits.append((key, "removed"))
         elif mapping[key] is not value:
-            edits.append((key, "replaced by another object"))
+            edits.append((key, _replaced(value, mapping[key])))
     edits.extend(
         (key, "added")
         for key in mapping
@@ -499,10 +509,20 @@ def _structure_message(function_name: str, restructured: list[str]) -> str:
         "Fix: make the change outside the function (the next call flattens the objects again; "
         "the same structure reuses the trace),"
     )
-    lines.append(
-        "  or assign the Variable's value in place (model.counter[...] = value) rather than a "
-        "new Variable."
-    )
+    arrays_assigned = [line for line in restructured if line.endswith(": " + ARRAY_ASSIGNED)]
+    if arrays_assigned:
+        path = arrays_assigned[0].rpartition(": ")[0]
+        attribute = path.rpartition(".")[2]
+        lines.append(
+            f"  or hold the array in a Variable (self.{attribute} = nnx.Variable(...) where the "
+            f"object is built, then {path}[...] = value in the step): only the values of "
+            "Variables are written back."
+        )
+    if len(arrays_assigned) < len(restructured):
+        lines.append(
+            "  or assign the Variable's value in place (model.counter[...] = value) rather than a "
+            "new Variable."
+        )
     return "\n".join(lines)
 
 
