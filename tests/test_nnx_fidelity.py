@@ -211,25 +211,33 @@ class TestChangeOfStructure:
 # --- 2. a bound method ------------------------------------------------------------------------
 
 
+BOUND_METHOD_REFUSED = (
+    r"^BoundedJit: function must be a function, not a bound method of a flax\.nnx object \("
+)
+
+
 class TestBoundMethod:
     @pytest.mark.parametrize("propagate", [None, True, False])
     @pytest.mark.parametrize("factory", [bounded_jit, batched_jit])
     def test_a_method_bound_to_a_module_is_refused_at_wrap_time(self, factory, propagate):
         model = Counted()
-        with pytest.raises(ValueError, match=r"not a method bound to a flax\.nnx object") as info:
+        with pytest.raises(ValueError) as info:
             factory(model.__call__, max_traces=1, propagate_updates=propagate)
         text = str(info.value)
-        assert "(Counted.__call__)" in text
+        assert text.startswith(
+            f"{factory.__name__.title().replace('_', '')}: function must be a function, not a "
+            "bound method of a flax.nnx object (Counted.__call__); got <bound method "
+        )
         assert f"step = {factory.__name__}(Counted.__call__, ...), called as step(model, x)" in text
         lines_fit(text)
 
     def test_the_decorator_form_and_a_partial_are_refused_too(self):
         model = Counted()
-        with pytest.raises(ValueError, match=r"bound to a flax\.nnx object"):
+        with pytest.raises(ValueError, match=BOUND_METHOD_REFUSED):
             bounded_jit(max_traces=1)(model.__call__)
-        with pytest.raises(ValueError, match=r"bound to a flax\.nnx object"):
+        with pytest.raises(ValueError, match=BOUND_METHOD_REFUSED):
             bounded_jit(functools.partial(model.__call__, jnp.ones(2)), max_traces=1)
-        with pytest.raises(ValueError, match=r"bound to a flax\.nnx object"):
+        with pytest.raises(ValueError, match=BOUND_METHOD_REFUSED):
             BoundedJit(nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param).update, max_traces=1)
 
     def test_the_unbound_method_trains_the_module_passed(self):

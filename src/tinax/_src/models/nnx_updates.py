@@ -71,7 +71,7 @@ def check_with_nonarrays(api: str, propagate: bool | None, static_nonarrays: boo
 
 
 def check_not_bound(api: str, function: object) -> None:
-    """Refuses a method bound to an nnx object (``model.__call__``, also inside a
+    """Refuses a bound method of an nnx object (``model.__call__``, also inside a
     ``functools.partial``), as ``nnx.jit`` does: it closes over the object, whose
     Variables the first trace would read as constants (a later update ignored) and
     could not assign. Read only while flax.nnx is imported."""
@@ -90,7 +90,7 @@ def check_not_bound(api: str, function: object) -> None:
         validation.message(
             api,
             "function",
-            f"a function, not a method bound to a flax.nnx object ({method})",
+            f"a function, not a bound method of a flax.nnx object ({method})",
             function,
         )
         + "\nA bound method closes over its object: the first trace would read its Variables as "
