@@ -4,6 +4,7 @@ containers, a compiled stage, a returned object, a jax.Ref (returned as nnx.jit 
 issue 35) and a cycle, and where tinax
 refuses instead, with a message."""
 
+import collections
 import functools
 import sys
 from pathlib import Path
@@ -349,6 +350,17 @@ def nested_step(batch, objects):
     return train_step(model, extra["optimizer"], *batch)
 
 
+Holder = collections.namedtuple("Holder", "m")
+
+
+def bump_every_module(tree):
+    """Bumps the counter of every `Counted` in ``tree``, wherever it is."""
+    for leaf in jax.tree.leaves(tree, is_leaf=lambda node: isinstance(node, Counted)):
+        if isinstance(leaf, Counted):
+            leaf.counter[...] += 1
+    return 0
+
+
 class TestContainers:
     @pytest.mark.parametrize(
         ("step", "pack"),
@@ -369,6 +381,45 @@ class TestContainers:
         assert_same_state(ours, theirs)
         assert int(ours[1].step[...]) == 3
         assert wrapped.traces_used == 1
+
+    @pytest.mark.parametrize(
+        "pack",
+        [
+            pytest.param(lambda m: (m,), id="tuple"),
+            pytest.param(lambda m: ({"a": [0, (m,)]},), id="list-in-dict-in-tuple"),
+            pytest.param(lambda m: functools.reduce(lambda t, _: [t], range(32), m), id="32-deep"),
+        ],
+    )
+    def test_an_object_nested_in_tuples_lists_and_dicts_is_written_back(self, pack):
+        ours, theirs = Counted(), Counted()
+        wrapped = bounded_jit(bump_every_module, max_traces=1, propagate_updates=True)
+        for _ in range(2):
+            wrapped(pack(ours))
+            nnx.jit(bump_every_module)(pack(theirs))
+        assert float(ours.counter[...]) == float(theirs.counter[...]) == 2.0
+
+    @pytest.mark.parametrize(
+        ("pack", "path"),
+        [
+            pytest.param(lambda m: Holder(m), "tree.m.counter", id="namedtuple"),
+            pytest.param(
+                lambda m: functools.reduce(lambda t, _: [t], range(33), m),
+                "tree" + "[0]" * 33 + ".counter",
+                id="33-deep",
+            ),
+        ],
+    )
+    def test_an_object_in_another_node_or_deeper_raises_naming_it(self, pack, path):
+        m = Counted()
+        wrapped = bounded_jit(bump_every_module, max_traces=1, propagate_updates=True)
+        with pytest.raises(ValueError, match="does not return their new values") as info:
+            wrapped(pack(m))
+        assert f"\n  {path}\n" in str(info.value)
+        assert (
+            "inside tuple, list and dict arguments (nested up to 32 levels): only those are "
+            "written back (not one inside another pytree node)."
+        ) in str(info.value)
+        assert float(m.counter[...]) == 0.0
 
     def test_nested_containers_and_keywords_are_written_back(self):
         model, optimizer = make()

@@ -720,8 +720,8 @@ def _updates(
             raise ValueError(
                 _lost_message(_heading(reported), lost, [])
                 + "\nWith propagate_updates=True, pass each nnx object as an argument, or "
-                "inside a tuple, list or dict argument: only those are written back (not one "
-                "inside another pytree node)."
+                f"inside tuple, list and dict arguments (nested up to {_MAX_DEPTH} levels): only "
+                "those are written back (not one inside another pytree node)."
             )
     return Updates(tuple(indices), tuple(values))
 
@@ -1368,8 +1368,9 @@ class Staged:
         return f"{self._stage!r} (propagate_updates=True: called with the nnx objects)"
 
 
-def _first_slot(values: Any, depth: int = 0) -> _Slot | None:
-    """The first `_Slot` among ``values``, looking into tuples, lists and dicts."""
+def _first_slot(values: Any, depth: int) -> _Slot | None:
+    """The first `_Slot` among ``values`` (at ``depth``), looking into tuples, lists and
+    dicts as deep as `Propagating._scan` puts one."""
     if depth >= _MAX_DEPTH:
         return None
     for value in values:
@@ -1394,7 +1395,7 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
     Variable and object is which of the caller's."""
 
     def rebound(*args: Any, **kwargs: Any) -> Any:
-        first = _first_slot((*args, *kwargs.values()))
+        first = _first_slot((*args, *kwargs.values()), -1)  # arguments at depth 0, as _scan
         if first is None:
             _frames.stack.append(None)
             try:
