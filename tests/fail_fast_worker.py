@@ -18,6 +18,9 @@ calls `tinax.parallel.fail_fast`, and plays one scenario:
   `jax.distributed.shutdown`: JAX's exit handler does it).
 - ``diverge``: as ``short-batch``, but process 0 feeds a longer batch: both
   processes trace, with different signatures.
+- ``exit``: the last process catches a ``sys.exit(4)`` of its own (a caught exit
+  ends nothing), then calls ``sys.exit(--exit-code)`` while the others wait in a
+  collective (``--exit-code`` is a number, or else a message).
 - ``single``: a one-process job; then ``--raise-after`` raises as usual.
 
 Before the failure, the failing process prints ``FAILING AT <time.time()>``.
@@ -45,6 +48,7 @@ def parse_args(argv=None):
     parser.add_argument("--trace-timeout", type=float, default=30.0)
     parser.add_argument("--in-thread", action="store_true")
     parser.add_argument("--raise-after", action="store_true")
+    parser.add_argument("--exit-code", default="3")
     return parser.parse_args(argv)
 
 
@@ -175,12 +179,26 @@ def scenario_local(args):
         sys.exit(0)  # leaves through JAX's exit handler, not jax.distributed.shutdown
 
 
+def scenario_exit(args):
+    if args.process_id != args.num_processes - 1:
+        wait_in_collective()
+        return
+    try:
+        sys.exit(4)
+    except SystemExit:
+        print("CAUGHT EXIT", flush=True)
+    code = int(args.exit_code) if args.exit_code.lstrip("-").isdigit() else args.exit_code
+    failing_now()
+    sys.exit(code)
+
+
 SCENARIOS = {
     "raise": scenario_raise,
     "overrun": scenario_overrun,
     "short-batch": scenario_short_batch,
     "local": scenario_local,
     "diverge": scenario_diverge,
+    "exit": scenario_exit,
     "single": lambda args: None,
 }
 

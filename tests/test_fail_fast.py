@@ -149,6 +149,52 @@ class TestFailure:
         assert "CAUGHT" not in job.outputs[last]  # ended at the refusal, though caught
 
 
+class TestExitStatus:
+    @pytest.mark.parametrize(
+        ("code", "status", "text"),
+        [("3", 3, "SystemExit: 3"), ("the loader ran dry", 1, "SystemExit: the loader ran dry")],
+        ids=["number", "message"],
+    )
+    def test_a_failure_status_on_one_process_ends_every_process_naming_it(
+        self, tmp_path, code, status, text
+    ):
+        job = run_job(tmp_path, "exit", extra=[f"--exit-code={code}"])
+        assert job.codes == [1, status], str(job)
+        assert max(job.exit_times) - job.failed_at() < PROMPT_S, str(job)
+        heading = f"{HEADING}process 1 of 2 exited with status {status}; ending every process."
+        for output in job.outputs:
+            assert blocks(output) == [heading], str(job)
+            assert f"{heading}\n{text}\n" in output.replace("\r\n", "\n"), str(job)
+        assert "CAUGHT EXIT" in job.outputs[1]  # the caught sys.exit(4) ended nothing
+
+    @pytest.mark.parametrize(
+        ("code", "status"),
+        [(None, 0), (0, 0), (False, 0), (3, 3), (True, 1), ("message", 1), (1.5, 1), ((), 1)],
+        ids=repr,
+    )
+    def test_the_status_is_the_one_python_exits_with(self, code, status):
+        assert job_failure.exit_status(code) == status
+
+    @pytest.mark.skipif(os.name != "posix", reason="POSIX keeps a status's low 8 bits")
+    @pytest.mark.parametrize(
+        ("code", "status"),
+        [(256, 0), (257, 1), (-1, 255), (2**40, 0), (2**63, 255), (-(2**63), 0), (-(2**70), 255)],
+        ids=repr,
+    )
+    def test_the_status_is_the_one_the_system_reports(self, code, status):
+        result = subprocess.run([sys.executable, "-c", f"import sys; sys.exit({code})"])
+        assert result.returncode == status == job_failure.exit_status(code)
+
+    def test_sys_exit_is_unchanged_without_a_job(self):
+        assert job_failure.current_job() is None
+        for args, code in [((), None), ((0,), 0), ((3,), 3), (("message",), "message")]:
+            with pytest.raises(SystemExit) as info:
+                job_failure._exit_hook(*args)
+            assert type(info.value) is SystemExit
+            assert info.value.code == code and info.value.args == args
+            assert "_tinax_fail_fast" not in info.value.__dict__
+
+
 class TestTraceAgreement:
     TRACE_TIMEOUT = 2.0
 

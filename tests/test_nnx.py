@@ -192,7 +192,7 @@ class TestPropagateTrue:
         wrapped = bounded_jit(step, max_traces=1, propagate_updates=True)
         with pytest.raises(ValueError, match=r"objects\.optimizer\.step") as info:
             wrapped(Objects(model, optimizer), *BATCH)
-        assert "inside a tuple, list or dict argument" in str(info.value)
+        assert "inside tuple, list and dict arguments (nested up to 32 levels)" in str(info.value)
         assert int(optimizer.step[...]) == 0
 
     def test_replaced_variable_between_calls_is_used_without_a_retrace(self):

@@ -1,10 +1,13 @@
 """flax.nnx objects whole under ``propagate_updates=True`` (issue 29): what nnx.jit's graph
 mode does with a change of structure, a bound method, ``out_shardings``, objects inside
-containers, a compiled stage, a returned object, a jax.Ref and a cycle, and where tinax
+containers, a compiled stage, a returned object, a jax.Ref (returned as nnx.jit returns it,
+issue 35) and a cycle, and where tinax
 refuses instead, with a message."""
 
+import collections
 import functools
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +19,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from test_nnx import BATCH, assert_same_state, make, train_step
 from tinax.jit import BoundedJit, batched_jit, bounded_jit
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class Counted(nnx.Module):
@@ -91,6 +96,26 @@ STRUCTURE_CHANGES = [
 ]
 
 
+class Accumulator(nnx.Pytree):
+    def __init__(self):
+        self.total = nnx.data(jnp.zeros(()))
+
+
+def accumulate(acc, xs):
+    acc.total = acc.total + xs.sum()
+    return 0
+
+
+def accumulate_in_scan(acc, xs):
+    @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=(nnx.Carry, 0))
+    def body(acc, x):
+        acc.total = acc.total + x
+        return acc, x
+
+    body(acc, xs)
+    return 0
+
+
 def identities(m):
     return (m.counter, m.other, m.a, m.b, m.layers[0], m.layers[1], m.stats["mean"])
 
@@ -136,6 +161,47 @@ class TestChangeOfStructure:
         with pytest.raises(ValueError, match=r"\n  models\['m'\]\.a: replaced by another"):
             step({"m": Counted()})
 
+    @pytest.mark.parametrize("through_scan", [False, True], ids=["directly", "in nnx.scan"])
+    def test_an_array_attribute_assigned_is_named_in_the_guides_words(self, through_scan):
+        step = bounded_jit(
+            accumulate_in_scan if through_scan else accumulate,
+            max_traces=1,
+            propagate_updates=True,
+        )
+        acc = Accumulator()
+        with pytest.raises(ValueError, match="changed the structure") as info:
+            step(acc, jnp.ones(3))
+        lines = str(info.value).splitlines()
+        assert lines[1] == "  acc.total: a new array assigned, not held in a Variable"
+        assert lines[-1] == (
+            "  or hold the array in a Variable (self.total = nnx.Variable(...) where the object "
+            "is built, then acc.total[...] = value in the step): only the values of Variables "
+            "are written back."
+        )
+        assert "model.counter[...]" not in str(info.value)  # the Variable's fix is not this one
+        assert float(acc.total) == 0.0
+        with pytest.raises(ValueError, match="changes the structure") as info:
+            bounded_jit(accumulate, max_traces=1)(acc, jnp.ones(3))
+        assert "\n  acc.total: a new array assigned, not held in a Variable (a change of" in str(
+            info.value
+        )
+        guide = " ".join((REPO_ROOT / "docs" / "models.md").read_text().split())
+        assert "a new array assigned, not held in a Variable" in guide  # the guide's words
+        assert "a change of structure" in guide
+
+    def test_an_array_attribute_held_in_a_variable_is_written_back(self):
+        class Held(nnx.Pytree):
+            def __init__(self):
+                self.total = nnx.Variable(jnp.zeros(()))
+
+        def add(acc, xs):
+            acc.total[...] = acc.total[...] + xs.sum()
+            return 0
+
+        acc = Held()
+        bounded_jit(add, max_traces=1, propagate_updates=True)(acc, jnp.ones(3))
+        assert float(acc.total[...]) == 3.0
+
     def test_value_assignments_and_nnx_transforms_are_not_a_change_of_structure(self):
         model, optimizer = make()
         step = bounded_jit(train_step, max_traces=1, propagate_updates=True)
@@ -146,25 +212,33 @@ class TestChangeOfStructure:
 # --- 2. a bound method ------------------------------------------------------------------------
 
 
+BOUND_METHOD_REFUSED = (
+    r"^BoundedJit: function must be a function, not a bound method of a flax\.nnx object \("
+)
+
+
 class TestBoundMethod:
     @pytest.mark.parametrize("propagate", [None, True, False])
     @pytest.mark.parametrize("factory", [bounded_jit, batched_jit])
     def test_a_method_bound_to_a_module_is_refused_at_wrap_time(self, factory, propagate):
         model = Counted()
-        with pytest.raises(ValueError, match=r"not a method bound to a flax\.nnx object") as info:
+        with pytest.raises(ValueError) as info:
             factory(model.__call__, max_traces=1, propagate_updates=propagate)
         text = str(info.value)
-        assert "(Counted.__call__)" in text
+        assert text.startswith(
+            f"{factory.__name__.title().replace('_', '')}: function must be a function, not a "
+            "bound method of a flax.nnx object (Counted.__call__); got <bound method "
+        )
         assert f"step = {factory.__name__}(Counted.__call__, ...), called as step(model, x)" in text
         lines_fit(text)
 
     def test_the_decorator_form_and_a_partial_are_refused_too(self):
         model = Counted()
-        with pytest.raises(ValueError, match=r"bound to a flax\.nnx object"):
+        with pytest.raises(ValueError, match=BOUND_METHOD_REFUSED):
             bounded_jit(max_traces=1)(model.__call__)
-        with pytest.raises(ValueError, match=r"bound to a flax\.nnx object"):
+        with pytest.raises(ValueError, match=BOUND_METHOD_REFUSED):
             bounded_jit(functools.partial(model.__call__, jnp.ones(2)), max_traces=1)
-        with pytest.raises(ValueError, match=r"bound to a flax\.nnx object"):
+        with pytest.raises(ValueError, match=BOUND_METHOD_REFUSED):
             BoundedJit(nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param).update, max_traces=1)
 
     def test_the_unbound_method_trains_the_module_passed(self):
@@ -276,6 +350,17 @@ def nested_step(batch, objects):
     return train_step(model, extra["optimizer"], *batch)
 
 
+Holder = collections.namedtuple("Holder", "m")
+
+
+def bump_every_module(tree):
+    """Bumps the counter of every `Counted` in ``tree``, wherever it is."""
+    for leaf in jax.tree.leaves(tree, is_leaf=lambda node: isinstance(node, Counted)):
+        if isinstance(leaf, Counted):
+            leaf.counter[...] += 1
+    return 0
+
+
 class TestContainers:
     @pytest.mark.parametrize(
         ("step", "pack"),
@@ -296,6 +381,45 @@ class TestContainers:
         assert_same_state(ours, theirs)
         assert int(ours[1].step[...]) == 3
         assert wrapped.traces_used == 1
+
+    @pytest.mark.parametrize(
+        "pack",
+        [
+            pytest.param(lambda m: (m,), id="tuple"),
+            pytest.param(lambda m: ({"a": [0, (m,)]},), id="list-in-dict-in-tuple"),
+            pytest.param(lambda m: functools.reduce(lambda t, _: [t], range(32), m), id="32-deep"),
+        ],
+    )
+    def test_an_object_nested_in_tuples_lists_and_dicts_is_written_back(self, pack):
+        ours, theirs = Counted(), Counted()
+        wrapped = bounded_jit(bump_every_module, max_traces=1, propagate_updates=True)
+        for _ in range(2):
+            wrapped(pack(ours))
+            nnx.jit(bump_every_module)(pack(theirs))
+        assert float(ours.counter[...]) == float(theirs.counter[...]) == 2.0
+
+    @pytest.mark.parametrize(
+        ("pack", "path"),
+        [
+            pytest.param(lambda m: Holder(m), "tree.m.counter", id="namedtuple"),
+            pytest.param(
+                lambda m: functools.reduce(lambda t, _: [t], range(33), m),
+                "tree" + "[0]" * 33 + ".counter",
+                id="33-deep",
+            ),
+        ],
+    )
+    def test_an_object_in_another_node_or_deeper_raises_naming_it(self, pack, path):
+        m = Counted()
+        wrapped = bounded_jit(bump_every_module, max_traces=1, propagate_updates=True)
+        with pytest.raises(ValueError, match="does not return their new values") as info:
+            wrapped(pack(m))
+        assert f"\n  {path}\n" in str(info.value)
+        assert (
+            "inside tuple, list and dict arguments (nested up to 32 levels): only those are "
+            "written back (not one inside another pytree node)."
+        ) in str(info.value)
+        assert float(m.counter[...]) == 0.0
 
     def test_nested_containers_and_keywords_are_written_back(self):
         model, optimizer = make()
@@ -453,16 +577,63 @@ class TestRefs:
         nnx_out = nnx.jit(bump)(other := Held())
         assert nnx_out is other.count
 
-    def test_a_ref_created_and_returned_is_refused_as_jax_jit_refuses_it(self):
+    @pytest.mark.parametrize("with_module", [True, False], ids=["with a module", "alone"])
+    def test_a_returned_ref_argument_is_the_callers_own_as_under_nnx_jit(self, with_module):
+        def bump(m, r, x):
+            r[...] += x
+            return {"ref": r, "again": (r,), "x": x}
+
+        for wrap in (nnx.jit, functools.partial(bounded_jit, max_traces=1, propagate_updates=True)):
+            step = wrap(bump)
+            m = Counted() if with_module else None
+            ref = jax.new_ref(jnp.zeros(2))
+            step(m, ref, jnp.ones(2))
+            out = step(m, ref, jnp.ones(2))  # a cached call too
+            assert out["ref"] is ref and out["again"][0] is ref
+            assert ref[...].tolist() == [2.0, 2.0] and out["x"].tolist() == [1.0, 1.0]
+
+    def test_a_ref_created_and_returned_is_a_new_ref_as_under_nnx_jit(self):
         def make_ref(m, x):
             m.counter[...] += 1
+            ref = jax.new_ref(x)
+            ref[...] += 5.0
+            return ref, [ref], x
+
+        outs = []
+        for wrap in (nnx.jit, functools.partial(bounded_jit, max_traces=1, propagate_updates=True)):
+            step, m = wrap(make_ref), Counted()
+            first = step(m, jnp.zeros(2))
+            out = step(m, jnp.ones(2))
+            assert isinstance(out[0], jax.Ref) and out[1][0] is out[0]  # one Ref, twice
+            assert out[0] is not first[0]  # each call its own
+            assert float(m.counter[...]) == 2.0
+            outs.append(out)
+        (nnx_ref, _, nnx_x), (ref, _, x) = outs
+        assert ref[...].tolist() == nnx_ref[...].tolist() == [6.0, 6.0]
+        assert x.tolist() == nnx_x.tolist()
+        step = bounded_jit(make_ref, max_traces=1, propagate_updates=True)
+        shape = step.eval_shape(Counted(), jnp.zeros(2))[0]
+        assert (shape.shape, shape.dtype) == ((2,), jnp.float32)
+
+    def test_a_new_ref_is_returned_without_nnx_objects_too(self):
+        out = bounded_jit(lambda x: jax.new_ref(x + 1), max_traces=1, propagate_updates=True)(
+            jnp.zeros(2)
+        )
+        assert isinstance(out, jax.Ref) and out[...].tolist() == [1.0, 1.0]
+
+    @pytest.mark.parametrize("propagate", [None, False])
+    def test_without_propagate_updates_a_returned_ref_is_jax_jits_error(self, propagate):
+        def make_ref(m, x):
             return jax.new_ref(x)
 
-        step = bounded_jit(make_ref, max_traces=1, propagate_updates=True)
-        with pytest.raises(ValueError, match="mutable array references cannot be returned"):
-            step(Counted(), jnp.zeros(()))
-        with pytest.raises(ValueError, match="mutable array references cannot be returned"):
-            jax.jit(lambda x: jax.new_ref(x))(jnp.zeros(()))
+        def give_back(m, r):
+            return r
+
+        for function, ref in [(make_ref, jnp.zeros(())), (give_back, jax.new_ref(jnp.zeros(())))]:
+            step = bounded_jit(function, max_traces=1, propagate_updates=propagate)
+            for call in (step, jax.jit(function)):
+                with pytest.raises(ValueError, match="mutable array references cannot be returned"):
+                    call(None, ref)
 
 
 def free_depth():

@@ -19,9 +19,11 @@ import warnings
 import weakref
 
 import chex
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pytest
+from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -423,6 +425,20 @@ class TestCallSite:
         step = make_bounded(double, max_traces=1)
         _, site = jax.vmap(step)(jnp.ones((2, 3))), here()
         assert step.traced_signatures[0].call_site == site
+
+    @pytest.mark.parametrize("vmap", ["jax", "equinox", "flax"])
+    def test_is_the_users_line_through_every_libraries_vmap(self, make_bounded, vmap, tinax_log):
+        vmapped = {"jax": jax.vmap, "equinox": eqx.filter_vmap, "flax": nnx.vmap}[vmap]
+        step = make_bounded(double, max_traces=1)
+        _, site = vmapped(step)(jnp.ones((2, 3))), here()
+        assert step.traced_signatures[0].call_site == site
+        assert f"#1  {site}" in str(step.traced_signatures)
+        assert f"called from {site}" in tinax_log()[0].getMessage()
+        line = inspect.currentframe().f_lineno
+        with pytest.raises(TraceBudgetError) as info:
+            vmapped(step)(jnp.ones((2, 4)))  # line + 2
+        closest = f"the closest earlier trace, #1, was called from {site}"
+        assert str(info.value).splitlines()[-1] == f"Called from {HERE}:{line + 2}; {closest}."
 
     def test_is_the_users_line_when_called_through_grad(self, make_bounded):
         step = make_bounded(double, max_traces=1)

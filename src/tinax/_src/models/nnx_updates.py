@@ -71,7 +71,7 @@ def check_with_nonarrays(api: str, propagate: bool | None, static_nonarrays: boo
 
 
 def check_not_bound(api: str, function: object) -> None:
-    """Refuses a method bound to an nnx object (``model.__call__``, also inside a
+    """Refuses a bound method of an nnx object (``model.__call__``, also inside a
     ``functools.partial``), as ``nnx.jit`` does: it closes over the object, whose
     Variables the first trace would read as constants (a later update ignored) and
     could not assign. Read only while flax.nnx is imported."""
@@ -90,7 +90,7 @@ def check_not_bound(api: str, function: object) -> None:
         validation.message(
             api,
             "function",
-            f"a function, not a method bound to a flax.nnx object ({method})",
+            f"a function, not a bound method of a flax.nnx object ({method})",
             function,
         )
         + "\nA bound method closes over its object: the first trace would read its Variables as "
@@ -247,6 +247,16 @@ def _snapshot(value: object, pytree_type: type, nodes: list[tuple[Any, Any, Any]
 
 
 _INTERNAL = "_pytree__"  # nnx's own bookkeeping attributes (its trace state is replaced)
+# An array attribute (an nnx.Pytree's nnx.data array) given a new array: only Variables are
+# written back, so it is a change of structure to the write-back.
+ARRAY_ASSIGNED = "a new array assigned, not held in a Variable"
+
+
+def _replaced(old: object, new: object) -> str:
+    """What replacing ``old`` by ``new`` is called in a change's line."""
+    if isinstance(old, jax.Array | np.ndarray) and isinstance(new, jax.Array | np.ndarray):
+        return ARRAY_ASSIGNED
+    return "replaced by another object"
 
 
 def _edits(now: Any, then: Any) -> list[tuple[Any, str]]:
@@ -269,7 +279,7 @@ def _edits(now: Any, then: Any) -> list[tuple[Any, str]]:
         if key not in mapping:
             edits.append((key, "removed"))
         elif mapping[key] is not value:
-            edits.append((key, "replaced by another object"))
+            edits.append((key, _replaced(value, mapping[key])))
     edits.extend(
         (key, "added")
         for key in mapping
@@ -499,10 +509,20 @@ def _structure_message(function_name: str, restructured: list[str]) -> str:
         "Fix: make the change outside the function (the next call flattens the objects again; "
         "the same structure reuses the trace),"
     )
-    lines.append(
-        "  or assign the Variable's value in place (model.counter[...] = value) rather than a "
-        "new Variable."
-    )
+    arrays_assigned = [line for line in restructured if line.endswith(": " + ARRAY_ASSIGNED)]
+    if arrays_assigned:
+        path = arrays_assigned[0].rpartition(": ")[0]
+        attribute = path.rpartition(".")[2]
+        lines.append(
+            f"  or hold the array in a Variable (self.{attribute} = nnx.Variable(...) where the "
+            f"object is built, then {path}[...] = value in the step): only the values of "
+            "Variables are written back."
+        )
+    if len(arrays_assigned) < len(restructured):
+        lines.append(
+            "  or assign the Variable's value in place (model.counter[...] = value) rather than a "
+            "new Variable."
+        )
     return "\n".join(lines)
 
 
@@ -700,8 +720,8 @@ def _updates(
             raise ValueError(
                 _lost_message(_heading(reported), lost, [])
                 + "\nWith propagate_updates=True, pass each nnx object as an argument, or "
-                "inside a tuple, list or dict argument: only those are written back (not one "
-                "inside another pytree node)."
+                f"inside tuple, list and dict arguments (nested up to {_MAX_DEPTH} levels): only "
+                "those are written back (not one inside another pytree node)."
             )
     return Updates(tuple(indices), tuple(values))
 
@@ -736,8 +756,9 @@ _tree_util.register_pytree_node(Updates, _flatten_updates, _unflatten_updates)
 class _Returned:
     """Stands in the output for one of the caller's objects (``kind`` 0: a Variable,
     by its index in the caller's flat list; 1: an nnx object, by its index in the
-    caller's objects as `_Entry` visits them). A pytree without leaves: the trace
-    returns no copy of it."""
+    caller's objects as `_Entry` visits them; 2: a `jax.Ref`, by its index among the
+    leaves of the call's arguments). A pytree without leaves: the trace returns no
+    copy of it (JAX refuses to return a Ref)."""
 
     __slots__ = ("index", "kind")
 
@@ -746,7 +767,8 @@ class _Returned:
         self.index = index
 
     def __repr__(self) -> str:
-        return f"<the caller's {'Variable' if self.kind == 0 else 'object'} #{self.index}>"
+        what = ("Variable", "object", "Ref")[self.kind]
+        return f"<the caller's {what} #{self.index}>"
 
 
 def _flatten_returned(marker: _Returned) -> tuple[tuple[()], tuple[int, int]]:
@@ -1012,11 +1034,27 @@ def _get_at(args: tuple[Any, ...], kwargs: dict[str, Any], place: Place) -> Any:
     return value
 
 
-def _restore(out: Any, entry: _Entry) -> Any:
-    """``out`` with each `_Returned` marker replaced by the caller's own object."""
+def _restore(out: Any, entry: _Entry | None, call: tuple[Any, ...], *, shapes: bool = False) -> Any:
+    """``out`` with each `_Returned` marker replaced by the caller's own object (a Ref
+    from ``call``, the arguments as they reached `jax.jit`), and each `_NewRef` by a
+    new `jax.Ref` of its value (by the value's shape under ``shapes``: `eval_shape`)."""
+    leaves: list[Any] = []
+    made: dict[int, Any] = {}
 
     def back(value: object) -> object:
+        if type(value) is _NewRef:
+            if shapes:
+                return value.value
+            ref = made.get(value.number)
+            if ref is None:
+                ref = made[value.number] = cast(Any, jax).new_ref(value.value)
+            return ref
         if type(value) is _Returned:
+            if value.kind == 2:
+                if not leaves:
+                    leaves.extend(_tree_util.tree_leaves(call))
+                return leaves[value.index]
+            assert entry is not None
             if value.kind == 0:
                 return entry.variables[value.index]
             return entry.pytrees[value.index]
@@ -1026,7 +1064,7 @@ def _restore(out: Any, entry: _Entry) -> Any:
 
 
 def _is_returned(value: object) -> bool:
-    return type(value) is _Returned
+    return type(value) is _Returned or type(value) is _NewRef
 
 
 _raw_value = operator.attrgetter("_raw_value")
@@ -1235,13 +1273,12 @@ class Propagating:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs, entry = self._bind(args, kwargs)
         out, updates = self._jitted(*args, **kwargs)
-        if entry is not None:
-            if updates.indices:
-                variables = entry.variables
-                for index, value in zip(updates.indices, updates.values, strict=True):
-                    _set(variables[index], "_raw_value", value)
-            if updates.returned:
-                out = _restore(out, entry)
+        if entry is not None and updates.indices:
+            variables = entry.variables
+            for index, value in zip(updates.indices, updates.values, strict=True):
+                _set(variables[index], "_raw_value", value)
+        if updates.returned:
+            out = _restore(out, entry, (args, kwargs))
         return out
 
     def call_stage(self, stage: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -1252,8 +1289,8 @@ class Propagating:
         if entry is not None:
             for index, value in zip(updates.indices, updates.values, strict=True):
                 _set(entry.variables[index], "_raw_value", value)
-            if updates.returned:
-                out = _restore(out, entry)
+        if updates.returned:
+            out = _restore(out, entry, (args, kwargs))
         return out
 
     def lower(self, *args: Any, **kwargs: Any) -> Staged:
@@ -1267,8 +1304,8 @@ class Propagating:
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         args, kwargs, entry = self._bind(args, kwargs)
         out, updates = self._jitted.eval_shape(*args, **kwargs)
-        if entry is not None and updates.returned:
-            out = _restore(out, entry)
+        if updates.returned:
+            out = _restore(out, entry, (args, kwargs), shapes=True)
         return out
 
     def clear_cache(self) -> None:
@@ -1331,8 +1368,9 @@ class Staged:
         return f"{self._stage!r} (propagate_updates=True: called with the nnx objects)"
 
 
-def _first_slot(values: Any, depth: int = 0) -> _Slot | None:
-    """The first `_Slot` among ``values``, looking into tuples, lists and dicts."""
+def _first_slot(values: Any, depth: int) -> _Slot | None:
+    """The first `_Slot` among ``values`` (at ``depth``), looking into tuples, lists and
+    dicts as deep as `Propagating._scan` puts one."""
     if depth >= _MAX_DEPTH:
         return None
     for value in values:
@@ -1357,11 +1395,11 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
     Variable and object is which of the caller's."""
 
     def rebound(*args: Any, **kwargs: Any) -> Any:
-        first = _first_slot((*args, *kwargs.values()))
+        first = _first_slot((*args, *kwargs.values()), -1)  # arguments at depth 0, as _scan
         if first is None:
             _frames.stack.append(None)
             try:
-                return counted(*args, **kwargs)
+                return _returned_refs(counted(*args, **kwargs), (args, kwargs))
             finally:
                 _frames.stack.pop()
         layout = first.layout
@@ -1389,7 +1427,7 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
         )
         _frames.stack.append(frame)
         try:
-            return counted(*bound, **kwargs)
+            return _returned_refs(counted(*bound, **kwargs), (args, kwargs))
         finally:
             _frames.stack.pop()
 
@@ -1406,6 +1444,63 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
         except AttributeError:
             pass
     return rebound
+
+
+def _returned_refs(result: Any, call: tuple[Any, ...]) -> Any:
+    """``(out, updates)`` of a trace, with each `jax.Ref` that ``out`` returns (which
+    JAX refuses) replaced, as ``nnx.jit`` returns them: a Ref of the call's arguments
+    (``call``, as `jax.jit` passed them) by a `_Returned` marker, for the caller's own
+    Ref; a Ref made inside the trace by a `_NewRef` holding its value, for a new Ref
+    made after the call (one per Ref, however often it is returned)."""
+    ref_type: Any = getattr(jax, "Ref", None)
+    out, updates = result
+    if ref_type is None:
+        return result
+
+    def is_ref(value: object) -> bool:
+        return isinstance(value, ref_type)
+
+    if not any(map(is_ref, _tree_util.tree_leaves(out))):
+        return result
+    index = {id(leaf): at for at, leaf in enumerate(_tree_util.tree_leaves(call)) if is_ref(leaf)}
+    made: dict[int, int] = {}
+
+    def marker(value: object) -> object:
+        if not is_ref(value):
+            return value
+        at = index.get(id(value))
+        if at is not None:
+            return _Returned(2, at)
+        number = made.setdefault(id(value), len(made))
+        return _NewRef(number, cast(Any, value)[...])
+
+    out = _tree_util.tree_map(marker, out)
+    return out, Updates(updates.indices, updates.values, returned=True)
+
+
+class _NewRef:
+    """Stands in the output for a `jax.Ref` the trace made and returns: its value (a
+    leaf), and its number among the Refs made (the same Ref returned twice is one)."""
+
+    __slots__ = ("number", "value")
+
+    def __init__(self, number: int, value: Any) -> None:
+        self.number = number
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"<a new Ref #{self.number}: {self.value!r}>"
+
+
+def _flatten_new_ref(marker: _NewRef) -> tuple[tuple[Any], int]:
+    return (marker.value,), marker.number
+
+
+def _unflatten_new_ref(number: int, values: Any) -> _NewRef:
+    return _NewRef(number, next(iter(values)))
+
+
+_tree_util.register_pytree_node(_NewRef, _flatten_new_ref, _unflatten_new_ref)
 
 
 def _pytrees(objects: Any) -> list[Any]:

@@ -12,7 +12,10 @@ one watcher thread per process long-polls its own inbox
 (``blocking_key_value_get``, which releases the GIL), prints what arrives and
 exits with ``os._exit``, which works while the main thread is blocked in a
 collective. The first failure wins the key ``tinax/fail_fast/error``, so a job
-where several processes fail at once is ended once, by the first. A clean exit
+where several processes fail at once is ended once, by the first. A process that
+ends through ``sys.exit`` with a non-zero status ends the job as a failure does
+(`_ExitWatch`); ``sys.exit(0)``, ``sys.exit()`` and the end of the program are clean
+exits. A clean exit
 wakes its own watcher through its inbox before JAX's own exit handler shuts the
 client down, so nothing waits on the store.
 
@@ -88,6 +91,8 @@ _job: Job | None = None
 _arming = threading.Lock()
 _previous_excepthook: Any = sys.excepthook  # what the hooks hand on to when no job is armed
 _previous_thread_excepthook: Any = threading.excepthook
+_previous_exit: Callable[..., object] = sys.exit
+_NO_STATUS = object()  # sys.exit() called without an argument
 
 
 def current_job() -> Job | None:
@@ -133,6 +138,12 @@ def fail_fast(*, trace_timeout: float = 30.0) -> None:
       type and message (for a budget error, its whole diagnosis), and exits
       with status 1. The failing process prints the traceback too. Overruns
       under ``on_exceed="warn"`` or ``"log"`` do not raise, so do not end the job.
+    - ``sys.exit`` with a status other than 0 on the main thread of any process
+      (``sys.exit(3)``, ``sys.exit("message")``) ends every process likewise: each
+      prints a block naming the process and its exit status; that process exits
+      with its status, the others with 1. A `SystemExit` the program catches,
+      ``sys.exit()`` and ``sys.exit(0)`` end nothing; a ``raise SystemExit(3)``
+      written out is not seen.
     - every trace of a `BoundedJit` or `BatchedJit` whose mesh (bound, or
       ambient during the trace) has devices of more than one process is checked
       across those processes: if one process traces a signature that the others
@@ -168,7 +179,7 @@ def fail_fast(*, trace_timeout: float = 30.0) -> None:
         ...     print(str(error).partition(" must ")[0])
         fail_fast: trace_timeout
     """
-    global _job, armed, _previous_excepthook, _previous_thread_excepthook
+    global _job, armed, _previous_excepthook, _previous_thread_excepthook, _previous_exit
     seconds = check_trace_timeout(trace_timeout)
     state = private.distributed_state()
     client = state.client
@@ -190,8 +201,10 @@ def fail_fast(*, trace_timeout: float = 30.0) -> None:
         job = Job(client, int(state.process_id), count, seconds)
         if _job is None:
             _previous_excepthook, _previous_thread_excepthook = sys.excepthook, threading.excepthook
+            _previous_exit = sys.exit
             sys.excepthook = _excepthook
             threading.excepthook = _thread_excepthook
+            sys.exit = _exit_hook
             atexit.register(_stop_watching)  # runs before JAX's own exit handler (registered first)
         _job = job
         armed = True
@@ -242,12 +255,12 @@ def _print(text: str) -> None:
 # --- ending the job -------------------------------------------------------------------------
 
 
-def _exit() -> None:
+def _exit(status: int = _EXIT_STATUS) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
-        os._exit(_EXIT_STATUS)  # pyright: ignore[reportPrivateUsage]
+        os._exit(status)  # pyright: ignore[reportPrivateUsage]
 
 
 def _wait_forever() -> None:
@@ -293,7 +306,7 @@ def _wait_for(job: Job, key: Callable[[int], str], seconds: float) -> None:
             pass
 
 
-def _leave(job: Job) -> None:
+def _leave(job: Job, status: int = _EXIT_STATUS) -> None:
     """Exits this process once every process has read the failure (or a few seconds
     passed): a process that leaves a collective early can abort its peers before they
     print, and the process hosting the coordination service leaves last, since the
@@ -309,19 +322,19 @@ def _leave(job: Job) -> None:
     except Exception:
         pass
     finally:
-        _exit()
+        _exit(status)
 
 
-def fail(job: Job, local_text: str, shared_text: str) -> None:
+def fail(job: Job, local_text: str, shared_text: str, status: int = _EXIT_STATUS) -> None:
     """Ends the job for a failure on this process: prints ``local_text`` here, sends
-    ``shared_text`` to every other process, and exits. Never returns."""
+    ``shared_text`` to every other process, and exits with ``status``. Never returns."""
     if not job.ending.acquire(blocking=False):
         _wait_forever()
     try:
         _print(local_text)
         _publish(job, shared_text)
     finally:
-        _leave(job)
+        _leave(job, status)
 
 
 def fail_agreed(job: Job, text: str) -> None:
@@ -376,6 +389,75 @@ def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
         _previous_thread_excepthook(args)
         return
     fail(job, *_failure_texts(job, args.exc_type, args.exc_value, args.exc_traceback, args.thread))
+
+
+# --- sys.exit with a failure status ---------------------------------------------------------
+
+
+def exit_status(code: object) -> int:
+    """The status a process exits with when ``SystemExit(code)`` ends it, as CPython
+    computes it and the operating system reports it: ``None`` is 0, an int is itself
+    (on POSIX, its low 8 bits), anything else is 1 (Python prints it)."""
+    if code is None:
+        return 0
+    if not isinstance(code, int):
+        return 1
+    bits = 64 if os.name == "posix" else 32  # CPython reads a C long; -1 past its range
+    status = code if -(2 ** (bits - 1)) <= code < 2 ** (bits - 1) else -1
+    if os.name == "posix":
+        return status & 0xFF
+    return (status + 2**31) % 2**32 - 2**31  # the C int that long is cast to
+
+
+class _ExitWatch:
+    """Rides on the `SystemExit` of ``sys.exit(code)`` with a failure status, in its
+    ``__dict__``, and ends the job when the interpreter discards that exception at the
+    top of the main thread, that is when the exception ends the program.
+
+    An uncaught `SystemExit` never reaches ``sys.excepthook``, and nothing tells an
+    ``atexit`` handler the status, so the moment it is discarded is the one sign:
+    the interpreter drops it with no Python frame left on the main thread, before the
+    threads are joined and the ``atexit`` handlers (JAX's shutdown barrier among them)
+    run. A `SystemExit` the program catches is dropped inside the program's frames
+    (or kept), and ends nothing.
+    """
+
+    __slots__ = ("status", "text")
+
+    def __init__(self, status: int, text: str) -> None:
+        self.status = status
+        self.text = text
+
+    def __del__(self) -> None:
+        try:
+            frame = sys._getframe(0)  # pyright: ignore[reportPrivateUsage]
+        except Exception:
+            return
+        if frame.f_back is not None or threading.current_thread() is not threading.main_thread():
+            return
+        job = current_job()
+        if job is None:
+            return
+        heading = _heading(job.index, job.count, f"exited with status {self.status}")
+        text = f"{heading}\n{self.text}"
+        fail(job, text, text, self.status)
+
+
+def _exit_hook(status: object = _NO_STATUS, /) -> None:
+    """``sys.exit`` while `fail_fast` is armed: as before, and its `SystemExit` carries
+    an `_ExitWatch` when its status is a failure."""
+    try:
+        if status is _NO_STATUS:
+            _previous_exit()
+        else:
+            _previous_exit(status)
+    except SystemExit as error:
+        code = error.code
+        failed = exit_status(code)
+        if failed != 0 and current_job() is not None:
+            watch = _ExitWatch(failed, _exception_text(SystemExit, error))
+            error.__dict__["_tinax_fail_fast"] = watch
+        raise
 
 
 # --- the watcher ----------------------------------------------------------------------------

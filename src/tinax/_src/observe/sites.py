@@ -1,8 +1,10 @@
 """Frames: the call site of a trace and the construction site of an object (the first
-frame outside JAX, tinax and the standard library), and warnings issued from there."""
+frame outside JAX, tinax, the standard library and the transformation libraries tinax
+supports, equinox and flax), and warnings issued from there."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import sysconfig
@@ -42,7 +44,25 @@ def _library_directories() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str,
     return jax_dirs, (_TINAX_DIRECTORY, *sorted(stdlib)), tuple(sorted(sites))
 
 
+def _transform_directories() -> tuple[str, ...]:
+    """equinox's and flax's directories, where installed (found without importing them):
+    their transformations (``eqx.filter_vmap``, ``nnx.vmap``, ...) call the user's function
+    from their own files, as ``jax.vmap`` does from JAX's."""
+    found: list[str] = []
+    for name in ("equinox", "flax"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            found.extend(
+                os.path.abspath(location) + os.sep for location in spec.submodule_search_locations
+            )
+    return tuple(found)
+
+
 _JAX_DIRS, _LIBRARY_DIRS, _SITE_DIRS = _library_directories()
+_TRANSFORM_DIRS = _transform_directories()
 _KINDS: dict[str, int] = {}
 _SHOWN: dict[str, str] = {}
 CACHE_LIMIT = 4096
@@ -56,6 +76,8 @@ def _classify(filename: str) -> int:
     path = os.path.abspath(filename)
     if path.startswith(_JAX_DIRS):
         return _JAX
+    if path.startswith(_TRANSFORM_DIRS):
+        return _LIBRARY
     if path.startswith(_LIBRARY_DIRS) and not path.startswith(_SITE_DIRS):
         return _LIBRARY
     return _USER
@@ -89,7 +111,8 @@ def shown(filename: str) -> str:
 
 
 def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
-    """The first frame, from ``frame`` outwards, outside JAX, tinax and the standard library."""
+    """The first frame, from ``frame`` outwards, outside JAX, tinax, the standard library,
+    equinox and flax."""
     kinds = _KINDS
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -109,8 +132,8 @@ def call_site() -> str | None:
 
 
 def site_of(frame: types.FrameType | None) -> str | None:
-    """``file:line`` of the first frame, from ``frame`` outwards, outside JAX, tinax and
-    the standard library (``None`` if there is none)."""
+    """``file:line`` of the first frame, from ``frame`` outwards, outside JAX, tinax, the
+    standard library, equinox and flax (``None`` if there is none)."""
     frame = user_frame(frame)
     if frame is None:
         return None

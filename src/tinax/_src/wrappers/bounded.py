@@ -247,7 +247,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             costs nothing more. `True`: the new values are written back into the
             caller's objects after every call, as ``nnx.jit`` does (nnx
             objects passed as arguments or inside tuple, list or dict
-            arguments; one the function returns comes back as the caller's
+            arguments, nested up to 32 levels; one the function returns comes back as the caller's
             own; ``lower(...).compile()`` is called with the objects too;
             `out_shardings` is for the function's output). A change of their
             structure inside the function (a Variable replaced, submodules
