@@ -1,0 +1,78 @@
+"""The warm-restart column of `tests/test_matrix.py`: one object of every mode, in a
+fresh process, run twice by the test with one manifest and one persistent cache.
+
+    python matrix_warm_program.py FOLDER
+
+Prints one JSON line: per mode, the result compared with the reference jit's, tinax's
+counts and JAX's (from its events, in every thread), the traces JAX made in the calling
+thread during the first call, and whether every message was true.
+"""
+
+import json
+import logging
+import sys
+from contextlib import ExitStack
+
+import jax
+
+folder = sys.argv[1]
+jax.config.update("jax_compilation_cache_dir", f"{folder}/cache")
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+import matrix_cases as cases  # noqa: E402
+import tinax  # noqa: E402
+from tinax.jit import Budgets  # noqa: E402
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.texts = []
+
+    def emit(self, record):
+        self.texts.append(record.getMessage())
+
+
+def main():
+    records = Records()
+    logging.getLogger("tinax").addHandler(records)
+    logging.getLogger("tinax").setLevel(logging.DEBUG)
+    expected = {name: mode.expected(cases.SMALL) for name, mode in cases.MODES.items()}
+    arguments = {name: mode.arguments(cases.SMALL) for name, mode in cases.MODES.items()}
+    tinax.warm_start(f"{folder}/signatures.json")
+    with ExitStack() as stack:
+        counts = {
+            name: stack.enter_context(cases.jax_counts(mode.jax_name))
+            for name, mode in cases.MODES.items()
+        }
+        objects = {name: mode.build(1) for name, mode in cases.MODES.items()}
+        out = {}
+        for name, mode in cases.MODES.items():
+            before = counts[name].traces_here
+            result = mode.call(objects[name], arguments[name])
+            try:
+                cases.assert_same(result, expected[name])
+                same = True
+            except AssertionError as error:
+                same = repr(error)
+            out[name] = {
+                "same result": same,
+                "body runs in the call": counts[name].traces_here - before,
+            }
+    tinax.save_signatures(f"{folder}/signatures.json")
+    for name, obj in objects.items():
+        out[name]["tinax"] = list(cases.facts(obj))
+        out[name]["jax"] = list(counts[name].facts())
+        try:
+            cases.assert_true_to(obj, str(Budgets((obj,))))
+            for text in records.texts:
+                cases.assert_no_internals(text)
+            out[name]["clean"] = True
+        except AssertionError as error:
+            out[name]["clean"] = repr(error)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
