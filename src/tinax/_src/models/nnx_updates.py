@@ -1331,6 +1331,11 @@ class Staged:
         return f"{self._stage!r} (propagate_updates=True: called with the nnx objects)"
 
 
+def jax_stage(stage: Any) -> Any:
+    """JAX's own stage: the one a `Staged` holds, else ``stage`` itself."""
+    return stage._stage if isinstance(stage, Staged) else stage  # pyright: ignore[reportPrivateUsage]
+
+
 def _first_slot(values: Any, depth: int = 0) -> _Slot | None:
     """The first `_Slot` among ``values``, looking into tuples, lists and dicts."""
     if depth >= _MAX_DEPTH:
