@@ -61,6 +61,7 @@ class TestTwoRuns:
         assert second["compiles_before_call"] == 1
         # the call ran from it: no second trace of the body, no second compile
         assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
+        assert second["explain_lines"] == first["explain_lines"] == 0  # compiled: nothing to add
         assert second["result"] == first["result"]
         assert "holds 1 signature(s) of 1 object(s)" in log
 

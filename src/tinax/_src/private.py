@@ -11,6 +11,8 @@ does not:
   0.11.2, found by attribute; neither: tinax's import fails with one line.
 - ``cache_miss``'s locals (`jit_call`): 0.9.2 to 0.12.0.1; renamed: no compile is
   counted for the call, its traces still are.
+- JAX's stages (``Traced``, ``Lowered``) having a ``__dict__`` (`shadow_method`):
+  0.10.2 and 0.12.0.1; without one: a stage's compile is not counted.
 - ``_infer_input_type`` formatting the jitted function into its message for a
   leaf it cannot trace, and ``_infer_params``'s locals (`rejected_leaf_call`):
   0.9.2 to 0.12.0.1; renamed: the call raises JAX's own message.
@@ -41,7 +43,7 @@ import inspect
 import io
 import pickle
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import jax
@@ -347,6 +349,25 @@ start another compile in that thread. Run on jax 0.10.2 and 0.12.0.1."""
 CACHE_REQUEST_EVENT = "/jax/compilation_cache/compile_requests_use_cache"
 """The event recorded before each read of the persistent cache (a hit or a miss follows),
 in the compiling thread. Run on jax 0.10.2 and 0.12.0.1."""
+
+
+def shadow_method(stage: Any, name: str, method: Callable[..., Any]) -> bool:
+    """Makes ``stage.name`` (a method of one of JAX's stages, ``Traced`` or ``Lowered``)
+    ``method`` for this object only; ``False`` where the object cannot take it.
+
+    No public API tells which `jax.jit` object a stage came from when it is
+    compiled. JAX's stage classes declare ``__slots__`` below a base class that
+    declares none (``jax._src.stages.Stage``), so each object has a ``__dict__``,
+    where an attribute comes before the class's method; the object's type and
+    every other attribute stay JAX's own. Run on jax 0.10.2 and 0.12.0.1; where a
+    JAX gives its stages no ``__dict__``, nothing is set and the compile is not
+    counted for the object.
+    """
+    try:
+        vars(stage)[name] = method
+    except TypeError:  # no __dict__
+        return False
+    return True
 
 
 # --- the jax.jit call that missed its cache ----------------------------------------------

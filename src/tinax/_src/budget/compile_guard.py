@@ -142,11 +142,16 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
         return None
     history, used, _, _ = ledger.snapshot()
     site = sites.site_of(frame)
-    number = compiles.compiled_trace(ledger, found.jaxpr)
+    compiled = compiles.compiled_trace(found)
+    number = found.number
+    if number is None:
+        number = compiles.trace_number(ledger, found.jaxpr, consume=False)
     reused = [entry for entry in history if entry.number == number]
-    if reused:  # a trace compiled before, compiled again for inputs placed otherwise
-        placed = compiles.placements(found.arg_names, found.flat_args)
-        reason = compiles.would_compile(ledger, reused[0].number, placed) or (
+    if compiled is not None and reused:  # compiled before, again for inputs placed otherwise
+        placed = found.placed
+        if placed is None:
+            placed = compiles.placements(found.arg_names, found.flat_args)
+        reason = compiles.would_compile(ledger, compiled, placed) or (
             "XLA compiles it again; the cause is not visible."
         )
         call = reused[0].numbered(0, call_site=site)
@@ -155,7 +160,9 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
             "Its trace was made without a compile (by lower, trace or eval_shape): compile it "
             "before the scope (precompile, or a first call)."
         )
-        call = _recorded(owner, found.args, found.kwargs, site)
+        call = reused[0].numbered(0, call_site=site) if reused else None
+        if call is None:
+            call = _recorded(owner, found.args, found.kwargs, site)
         if call is None:
             if not history:
                 return None

@@ -12,9 +12,13 @@ How a compile is attributed: JAX reports each backend compile through
 the `jax.jit` call that missed its cache (`private.jit_call` reads the traced
 function, its parameters and the flat arguments from that frame). The listener
 finds that frame, and the object whose counted
-function it holds. A compile of a jaxpr compiled before is a compile without a
-new trace; the inputs' placements, recorded at each compile, name its cause.
-``precompile`` compiles outside a call, and says for whom (`compiling`).
+function it holds. A compile outside a call (``precompile``, and the
+``compile()`` of a stage the object's ``lower`` or ``trace`` returned, `own_stage`)
+says for whom it compiles (`compiling`). Each compile is of one trace: the jaxpr
+of each trace is mapped to its number when first seen (`trace_number`: the
+trace just counted in this thread, `note_trace`), and a compile of a trace
+compiled before is a compile without a new trace; the inputs' placements,
+recorded at each compile, name its cause.
 
 A load from JAX's persistent compilation cache ends with the same event; it is
 counted apart (``cache_loads``), as `observe.cache_loads` tells it: it made no
@@ -53,9 +57,9 @@ UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's shardin
 
 
 class Book:
-    """One object's compiles: the count, the loads from JAX's persistent cache, and per
-    jaxpr compiled (or loaded), the trace it came from and the placements of the inputs
-    of each of its compiles."""
+    """One object's compiles: the count, the loads from JAX's persistent cache, the
+    trace each jaxpr seen is of, and per trace compiled (or loaded), the placements of
+    the inputs of each of its compiles."""
 
     __slots__ = ("by_trace", "count", "jaxprs", "loads", "lock", "log")
 
@@ -63,7 +67,7 @@ class Book:
         self.lock = threading.Lock()
         self.count = 0
         self.loads = 0  # executables loaded from JAX's persistent cache: no XLA compile
-        self.jaxprs: weakref.WeakKeyDictionary[Any, int] | None = None  # at the first compile
+        self.jaxprs: weakref.WeakKeyDictionary[Any, int] | None = None  # jaxpr -> trace number
         # trace number -> the placements ({path: (key, text)}) of each of its compiles
         self.by_trace: dict[int, list[dict[str, tuple[str, str]]]] = {}
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
@@ -92,9 +96,22 @@ def book(ledger: Ledger) -> Book:
     return cast(Book, found)
 
 
+class Compiling(NamedTuple):
+    """A compile of a budgeted object, seen from a compile event's listener."""
+
+    ledger: Ledger
+    jaxpr: Any  # the closed jaxpr compiled, or None where not known
+    arg_names: Sequence[str]  # the flat arguments' names, as jax.jit has them
+    flat_args: Sequence[Any]
+    args: Sequence[Any]  # the call, as the object's jax.jit object got it
+    kwargs: Mapping[str, Any]
+    number: int | None = None  # the trace compiled, where known already
+    placed: Mapping[str, tuple[str, str]] | None = None  # the inputs' placements, if known
+
+
 class _Local(threading.local):
-    compiling: Ledger | None = None
-    call: tuple[tuple[Any, ...], dict[str, Any]] | None = None  # what precompile was given
+    compiling: Compiling | None = None  # a compile outside a call, and for whom
+    traced: tuple[weakref.ref[Ledger], int] | None = None  # the trace just counted here
 
 
 _local = _Local()
@@ -102,28 +119,57 @@ _local = _Local()
 
 @contextmanager
 def compiling(
-    ledger: Ledger, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ledger: Ledger,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    number: int | None = None,
+    jaxpr: Any = None,
+    placed: Mapping[str, tuple[str, str]] | None = None,
 ) -> Generator[None]:
     """Compiles in this thread, in the block, are for the object of ``ledger``
-    (``precompile``: ``lower(...).compile()`` runs outside a `jax.jit` call), with
-    these arguments."""
-    earlier = _local.compiling, _local.call
-    _local.compiling, _local.call = ledger, (args, {} if kwargs is None else kwargs)
+    (``precompile`` and a stage's ``compile()`` run outside a `jax.jit` call), with
+    these arguments; of trace ``number`` (jaxpr ``jaxpr``) where known, its inputs
+    placed as ``placed`` (`placements_of`)."""
+    earlier = _local.compiling
+    _local.compiling = Compiling(
+        ledger, jaxpr, (), (), args, {} if kwargs is None else kwargs, number, placed
+    )
     try:
         yield
     finally:
-        _local.compiling, _local.call = earlier
+        _local.compiling = earlier
 
 
-class Compiling(NamedTuple):
-    """A compile of a budgeted object, seen from a compile event's listener."""
+def note_trace(ledger: Ledger, number: int) -> None:
+    """Trace ``number`` of the object of ``ledger`` was just counted in this thread (not
+    staged into another trace): the next jaxpr of that object seen here unmapped is its
+    own (`trace_number`)."""
+    _local.traced = (weakref.ref(ledger), number)
 
-    ledger: Ledger
-    jaxpr: Any  # the closed jaxpr compiled, or None (precompile)
-    arg_names: Sequence[str]  # the flat arguments' names, as jax.jit has them
-    flat_args: Sequence[Any]
-    args: Sequence[Any]  # the call, as the object's jax.jit object got it
-    kwargs: Mapping[str, Any]
+
+def trace_number(ledger: Ledger, jaxpr: Any, *, consume: bool = True) -> int | None:
+    """The number of the trace whose jaxpr is ``jaxpr``: as mapped when first seen, else
+    the trace just counted in this thread for this object (mapped now, unless
+    ``consume`` is false); ``None`` where neither is known."""
+    if jaxpr is None:
+        return None
+    kept = book(ledger)
+    with kept.lock:
+        if kept.jaxprs is not None:
+            number = kept.jaxprs.get(jaxpr)
+            if number is not None:
+                return number
+        noted = _local.traced
+        if noted is None or noted[0]() is not ledger:
+            return None
+        number = noted[1]
+        if consume:
+            _local.traced = None
+            if kept.jaxprs is None:
+                kept.jaxprs = weakref.WeakKeyDictionary()
+            kept.jaxprs[jaxpr] = number
+        return number
 
 
 def owner_of(frame: types.FrameType | None) -> Compiling | None:
@@ -139,18 +185,20 @@ def owner_of(frame: types.FrameType | None) -> Compiling | None:
         return Compiling(
             ledger, found.jaxpr, found.arg_names, found.flat_args, found.args, found.kwargs
         )
-    ledger = _local.compiling
-    if ledger is None:
+    return _local.compiling
+
+
+def compiled_trace(found: Compiling) -> int | None:
+    """The number of the trace ``found`` compiles, if XLA compiled it before (asked at
+    a compile's start: nothing is mapped here)."""
+    number = found.number
+    if number is None:
+        number = trace_number(found.ledger, found.jaxpr, consume=False)
+    if number is None:
         return None
-    args, kwargs = _local.call or ((), {})
-    return Compiling(ledger, None, (), (), args, kwargs)
-
-
-def compiled_trace(ledger: Ledger, jaxpr: Any) -> int | None:
-    """The number of the trace whose jaxpr ``jaxpr`` is, if XLA compiled it before."""
-    kept = book(ledger)
+    kept = book(found.ledger)
     with kept.lock:
-        return None if kept.jaxprs is None or jaxpr is None else kept.jaxprs.get(jaxpr)
+        return number if kept.by_trace.get(number) else None
 
 
 def placement(value: object) -> tuple[str, str]:
@@ -209,9 +257,21 @@ def _count(frame: types.FrameType) -> None:
     found = owner_of(frame)
     if found is None:
         return  # another jit's compile (one of ours staged into it compiles with it)
-    ledger, jaxpr, names, args = found.ledger, found.jaxpr, found.arg_names, found.flat_args
+    ledger, jaxpr = found.ledger, found.jaxpr
     owner = ledger.owner
-    placed = placements(names, args)
+    placed = found.placed
+    if placed is None:
+        placed = placements(found.arg_names, found.flat_args)
+    number = found.number
+    if number is None:
+        number = trace_number(ledger, jaxpr)
+    if number is None and jaxpr is not None:  # a trace seen nowhere before: the latest
+        number = ledger.used
+        kept = book(ledger)
+        with kept.lock:
+            if kept.jaxprs is None:
+                kept.jaxprs = weakref.WeakKeyDictionary()
+            kept.jaxprs[jaxpr] = number
     loaded = cache_loads.loaded()
     kept = book(ledger)
     with kept.lock:
@@ -219,18 +279,14 @@ def _count(frame: types.FrameType) -> None:
             kept.loads += 1
         else:
             kept.count += 1
-        if jaxpr is None:
-            return
-        if kept.jaxprs is None:
-            kept.jaxprs = weakref.WeakKeyDictionary()
-        number = kept.jaxprs.get(jaxpr)
-        if number is None:  # the compile of a new trace
-            kept.jaxprs[jaxpr] = ledger.used
-            kept.by_trace.setdefault(ledger.used, []).append(placed)
+        if number is None:
             return
         earlier = kept.by_trace.setdefault(number, [])
-        cause = _cause(earlier[-1], placed) if earlier else "not visible"
-        earlier.append(placed)
+        if not earlier:  # the first compile of this trace
+            earlier.append(dict(placed))
+            return
+        cause = _cause(earlier[-1], placed)
+        earlier.append(dict(placed))
         count = kept.loads if loaded else kept.count
     _report(None if owner is None else owner(), number, count, cause, loaded)
 
@@ -294,20 +350,50 @@ def would_compile(ledger: Ledger, number: int, call: Mapping[str, tuple[str, str
 
 
 def call_placements(
-    arguments: Sequence[tuple[str, Any]],
+    arguments: Sequence[tuple[str, Any]], *, stand_ins: bool = False
 ) -> dict[str, tuple[str, str]] | None:
     """The placements of a call's array leaves by path (``batch['x']``), as `jax.jit`
-    names its flat arguments; ``None`` when any leaf is abstract (nothing is known)."""
+    names its flat arguments; ``None`` when any leaf is abstract (nothing is known),
+    unless ``stand_ins``: then a `jax.ShapeDtypeStruct` is placed as its sharding says,
+    as `jax.jit` compiles for it (``lower``, ``precompile``)."""
     tree_util: Any = jax.tree_util
     flatten = tree_util.tree_flatten_with_path
     keystr = tree_util.keystr
     placed: dict[str, tuple[str, str]] = {}
     for name, value in arguments:
         for path, leaf in flatten(value)[0]:
-            if isinstance(leaf, jax.ShapeDtypeStruct):
+            if isinstance(leaf, jax.ShapeDtypeStruct) and not stand_ins:
                 return None
             placed[name + keystr(path)] = placement(leaf)
     return placed
+
+
+def own_stage(
+    stage: Any, ledger: Ledger, number: int | None, placed: Mapping[str, tuple[str, str]] | None
+) -> None:
+    """Makes the compiles of ``stage`` (JAX's ``Traced`` or ``Lowered`` of trace
+    ``number`` of the object of ``ledger``, inputs placed as ``placed``) that object's:
+    a ``Traced``'s ``lower()`` returns a ``Lowered`` made so, and a ``Lowered``'s
+    ``compile()`` runs inside `compiling`. Nothing is held but the ledger, the number
+    and the placements' text (never the arguments)."""
+    found: Any = stage
+    if isinstance(stage, jax.stages.Traced):
+        lower: Callable[..., Any] = found.lower
+
+        def lowered(*args: Any, **kwargs: Any) -> Any:
+            out = lower(*args, **kwargs)
+            own_stage(out, ledger, number, placed)
+            return out
+
+        private.shadow_method(stage, "lower", lowered)
+    elif isinstance(stage, jax.stages.Lowered):
+        compile_: Callable[..., Any] = found.compile
+
+        def compiled(*args: Any, **kwargs: Any) -> Any:
+            with compiling(ledger, number=number, placed=placed):
+                return compile_(*args, **kwargs)
+
+        private.shadow_method(stage, "compile", compiled)
 
 
 jax.monitoring.register_event_duration_secs_listener(_on_duration)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
-from tinax._src.budget import compile_guard
+from tinax._src.budget import compile_guard, compiles
 from tinax._src.budget.rejections import check_in_trace
 from tinax._src.core.statics import Statics
 from tinax._src.core.validation import LazySignature
@@ -120,6 +120,8 @@ def counted(
             entry = call.numbered(ledger.used, call_site=site, trace_seconds=seconds)
             ledger.history.append(entry)
         nested = private.staged_out()  # inlined into an outer trace: never compiled alone
+        if not nested:  # its jaxpr, when JAX hands it over, is this trace's (compiles)
+            compiles.note_trace(ledger, entry.number)
         trace_reports.committed(
             ledger, reported, jax_name, max_traces, entry, history, nested, over
         )

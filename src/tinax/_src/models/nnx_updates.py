@@ -1368,6 +1368,11 @@ class Staged:
         return f"{self._stage!r} (propagate_updates=True: called with the nnx objects)"
 
 
+def jax_stage(stage: Any) -> Any:
+    """JAX's own stage: the one a `Staged` holds, else ``stage`` itself."""
+    return stage._stage if isinstance(stage, Staged) else stage  # pyright: ignore[reportPrivateUsage]
+
+
 def _first_slot(values: Any, depth: int) -> _Slot | None:
     """The first `_Slot` among ``values`` (at ``depth``), looking into tuples, lists and
     dicts as deep as `Propagating._scan` puts one."""

@@ -504,10 +504,6 @@ def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
-def _compiled(jitted: Any, *args: Any, **kwargs: Any) -> Any:
-    return jitted.lower(*args, **kwargs).compile()
-
-
 class BudgetedMixin:
     """Introspection and forwarding shared by the two classes (no fields)."""
 
@@ -667,19 +663,41 @@ class BudgetedMixin:
         with meshes.mesh_scope(self.mesh, type(self).__name__):
             return function(*args, **kwargs)
 
+    def _traced(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``trace`` for a call (`jax.jit`'s ``lower`` is ``trace(...).lower()``): JAX's
+        stage, whose ``lower()`` and that stage's ``compile()`` count their compiles
+        for this object (`compiles.own_stage`), with the number of the trace and the
+        placements of the call's inputs."""
+        stage = self._forward(self._jitted.trace, args, kwargs)
+        known = self._signature.get()
+        traced = nnx_updates.jax_stage(stage)
+        number = compiles.trace_number(self._ledger, getattr(traced, "jaxpr", None))
+        try:
+            if number is None:  # a trace no compile or stage has shown its jaxpr yet
+                number = self._reused(args, kwargs)
+            named = _named_arguments(known, self._static, args, kwargs, static=False)
+            placed = compiles.call_placements(named, stand_ins=True)
+        except Exception:  # what explain refuses (a cycle): what is not known stays so
+            placed = None
+        compiles.own_stage(traced, self._ledger, number, placed)
+        return stage
+
     @_user_facing
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
-        if the signature is new. See `jax.jit`'s ``lower``. With
-        ``propagate_updates=True``, its ``compile()`` is called with the `flax.nnx`
-        objects, as the object is, and writes back their updates."""
-        return self._forward(self._jitted.lower, args, kwargs)
+        if the signature is new, and its ``compile()`` counts in `compiles_used`. See
+        `jax.jit`'s ``lower``. With ``propagate_updates=True``, its ``compile()`` is
+        called with the `flax.nnx` objects, as the object is, and writes back their
+        updates."""
+        stage = self._traced(args, kwargs)
+        return self._under_mesh(stage.lower)
 
     @_user_facing
     def trace(self, *args: Any, **kwargs: Any) -> Any:
         """Traces the function for these arguments (under the mesh if set); counts a trace
-        if the signature is new. See `jax.jit`'s ``trace``."""
-        return self._forward(self._jitted.trace, args, kwargs)
+        if the signature is new, and its ``lower().compile()`` counts in
+        `compiles_used`. See `jax.jit`'s ``trace``."""
+        return self._traced(args, kwargs)
 
     @_user_facing
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
@@ -726,8 +744,8 @@ class BudgetedMixin:
         args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        with compiles.compiling(self._ledger, args, kwargs):
-            return self._forward(functools.partial(_compiled, self._jitted), args, kwargs)
+        lowered = self._under_mesh(self._traced(args, kwargs).lower)
+        return self._under_mesh(lowered.compile)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.
