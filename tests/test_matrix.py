@@ -72,17 +72,8 @@ def modes(**marks):
     return pytest.mark.parametrize("mode", cells)
 
 
-ITEM_1 = pytest.mark.xfail(
-    strict=True,
-    reason="issue 35 item 1: compiles_used does not count lower(...).compile() "
-    "nor trace(...).lower().compile()",
-)
 ITEM_2 = pytest.mark.xfail(
     strict=True, reason="issue 35 item 2: TraceBudgetError/TraceBudgetWarning fail pickle/copy"
-)
-ITEM_3 = pytest.mark.xfail(
-    strict=True,
-    reason="issue 35 item 3: explain after precompile says 'No compile of trace #1 has been seen'",
 )
 
 
@@ -246,7 +237,6 @@ class TestAheadOfTime:
         assert_same(output, mode.expected(SMALL))
         assert jax_count.facts() == (0, 0, 0) and facts(obj) == (1, 1, 0)
 
-    @ITEM_3
     @modes()
     def test_explain_after_precompile_knows_the_compile(self, mode):
         obj = mode.build(2)
@@ -268,7 +258,6 @@ class TestAheadOfTime:
         assert (obj.traces_used, obj.compiles_used) == (jax_count.traces, jax_count.compiles)
         assert (obj.traces_used, obj.compiles_used) == (2, 0)
 
-    @ITEM_1
     @modes()
     def test_an_ahead_of_time_compile_is_counted(self, mode):
         """``lower(...).compile()`` and ``trace(...).lower().compile()``, one each."""
