@@ -6,6 +6,7 @@ import inspect
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from jax.sharding import PartitionSpec
 
@@ -311,6 +312,68 @@ def scaled(x, config):
     return x * config.hidden
 
 
+@dataclasses.dataclass(frozen=True)
+class Rate:
+    rate: float
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Unequal:
+    n: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    part: object
+
+
+class OwnEq:
+    """Equal by its own == on a field its repr does not show."""
+
+    def __init__(self, n):
+        self.n = n
+        self.token = object()
+
+    def __eq__(self, other):
+        return isinstance(other, OwnEq) and (self.n, self.token) == (other.n, other.token)
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return f"OwnEq({self.n})"
+
+
+class Measured:
+    """Equal by value, as its own == compares floats (a NaN is unequal to itself)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Measured) and self.value == other.value
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return f"Measured({self.value})"
+
+
+class EqualButHashedByIdentity:
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return isinstance(other, EqualButHashedByIdentity) and self.n == other.n
+
+    def __hash__(self):
+        return id(self)
+
+    def __repr__(self):
+        return f"EqualButHashedByIdentity({self.n})"
+
+
 class TestLocatedDifferences:
     """Each new kind of line, exact; every one of them keeps JAX's verdict (retraces)."""
 
@@ -352,6 +415,77 @@ class TestLocatedDifferences:
             "static equality: JAX finds static arguments by ==: define __eq__ (and __hash__) "
             "by value (e.g. @dataclass(frozen=True)), or pass the same object on every call"
         ) in text
+
+    def retraced_line(self, first, second):
+        """The difference line and the fix of a static ``c`` traced with ``first`` then
+        called with ``second``; JAX traces again (checked by the count)."""
+        step = bounded_jit(lambda x, c: x, max_traces=2, static_argnames="c")
+        text = self.explained(step, ((jnp.ones(3),), {"c": first}), ((jnp.ones(3),), {"c": second}))
+        step(jnp.ones(3), c=second)
+        assert step.traces_used == 2
+        return text[2], text[4]
+
+    def test_nan_in_a_frozen_dataclass_says_nan_is_never_equal_to_itself(self):
+        line, fix = self.retraced_line(Rate(float("nan")), Rate(float("nan")))
+        assert line == "c.rate: nan -> nan (float is NaN, and NaN is never equal to itself)"
+        assert fix == (
+            "static equality: NaN is never equal to itself, so every new NaN is a new trace: "
+            "mark a missing value with None or a flag, or pass the number as an array "
+            "(jnp.asarray) to trace it"
+        )
+
+    @pytest.mark.parametrize(
+        "make",
+        [lambda: np.float32("nan"), lambda: complex("nan"), lambda: (1, float("nan"))],
+        ids=["numpy-float32", "complex", "in-a-tuple"],
+    )
+    def test_nan_anywhere_gets_the_nan_fix_not_the_dataclass_one(self, make):
+        line, fix = self.retraced_line(make(), make())
+        assert "is NaN, and NaN is never equal to itself" in line
+        assert fix.startswith("static equality: NaN is never equal to itself")
+
+    def test_a_dataclass_with_eq_false_is_told_to_drop_eq_false(self):
+        line, fix = self.retraced_line(Unequal(1), Unequal(1))
+        assert line == "c: Unequal(n=1) -> Unequal(n=1) (Unequal is equal by repr but not by ==)"
+        assert fix == (
+            "static equality: Unequal has eq=False, so == is identity: drop eq=False "
+            "(frozen=True then also hashes by value), or pass the same object on every call"
+        )
+
+    def test_a_class_with_its_own_eq_is_not_told_to_define_eq(self):
+        line, fix = self.retraced_line(OwnEq(1), OwnEq(1))
+        assert line == "c: OwnEq(1) -> OwnEq(1) (OwnEq is equal by repr but not by ==)"
+        assert fix == (
+            "static equality: OwnEq's own == tells these apart: make it compare what repr "
+            "shows (a NaN inside is never equal to itself), or pass the same object on every call"
+        )
+        assert "@dataclass" not in fix
+
+    def test_a_value_unequal_to_itself_says_so(self):
+        line, fix = self.retraced_line(Measured(float("nan")), Measured(float("nan")))
+        assert line == "c: Measured(nan) -> Measured(nan) (Measured is not equal even to itself)"
+        assert fix.startswith("static equality: Measured's own == is False even for one value: ")
+
+    def test_long_values_cut_alike_are_a_new_value_not_an_equality_problem(self):
+        line, fix = self.retraced_line("x" * 5000 + "a", "x" * 5000 + "b")
+        assert line.endswith("(static argument value)")
+        assert fix.startswith("static value: ")
+
+    def test_a_hash_that_disagrees_with_eq_is_found_in_the_dataclass_field(self, monkeypatch):
+        from tinax._src import private
+        from tinax._src.diagnosis import static_values
+
+        monkeypatch.setattr(private, "STATIC_HASH_DECIDES", True)  # jax 0.11 and later
+        [found] = static_values.static_differences(
+            "c",
+            Holder(EqualButHashedByIdentity(1)),
+            Holder(EqualButHashedByIdentity(1)),
+            detail="static argument value",
+            kind="static value",
+        )
+        assert found.path == "c.part"
+        assert found.before == found.after == "EqualButHashedByIdentity(1)"
+        assert "hashes differently" in found.detail
 
     def test_static_value_of_another_type_retraces_and_says_so(self):
         step = bounded_jit(lambda x, n: x * n, max_traces=1, static_argnames="n")

@@ -308,14 +308,39 @@ class TestLongRuns:
         name = str(Budgets([step])).splitlines()[1].split()[0]
         assert name == "...<locals>.a_step_function_with_a_rather_long_name"
 
-    def test_the_last_retrace_column_is_cut_at_a_word_within_200_characters(self):
+    def test_the_last_retrace_column_cuts_a_value_too_long_for_it_in_the_middle(self):
         step = bounded_jit(lambda x, tag: x, max_traces=2, static_argnames="tag")
         step(jnp.ones(3), tag="a" * 30)
         step(jnp.ones(3), tag="a b c d e f g h " * 20)
         row = str(Budgets([step])).splitlines()[1]
         assert len(row) <= 200
-        assert row.endswith(" ...")
-        assert " -> 'a b c d e f g h" in row
+        cause = row[row.index("#2: ") :]
+        assert cause.startswith("#2: tag: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' -> 'a b c d e f g h")
+        assert "..." in cause
+        assert cause.endswith("d e f g h '")  # the new value's start and end both show
+
+    def test_the_last_retrace_column_cuts_the_path_and_keeps_both_values_beside_wide_rows(
+        self,
+    ):
+        def a_training_step_function_with_a_long_descriptive_name_that_widens_its_column(x, params):
+            return x
+
+        def params(rows):
+            weights = jnp.ones((rows, 64), jnp.bfloat16)
+            return {"model": {"encoder_block_0": {"attention": {"query_projection": weights}}}}
+
+        step = bounded_jit(
+            a_training_step_function_with_a_long_descriptive_name_that_widens_its_column,
+            max_traces=2,
+        )
+        step(jnp.ones(3), params(1024))
+        step(jnp.ones(3), params(2048))
+        row = str(Budgets([step])).splitlines()[1]
+        assert len(row) <= 200
+        cause = row[row.index("#2: ") :]
+        assert cause.endswith(": bf16[1024,64] -> bf16[2048,64]"), cause  # both values whole
+        assert "..." in cause  # the path (and the description) gave way
+        assert "['query_projection']" in cause  # the path keeps its last segment
 
 
 class TestEdgeInputs:

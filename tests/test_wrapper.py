@@ -342,6 +342,50 @@ def test_jax_jit_is_looked_up_when_an_object_is_built(monkeypatch, options, at_w
     assert len(built) == 1
 
 
+def _cache_filled(make, wrap_inside):
+    """How many entries a call fills in a jax.jit cache object set (JAX's
+    ``jax_jit_cpp_cache_obj``) around the wrap, or else around the calls."""
+    from jax._src import config as jax_config
+    from jax._src import pjit
+
+    cache = pjit.make_jit_cpp_cache(16)
+    x = jnp.ones(3)
+    if wrap_inside:
+        with jax_config.jax_jit_cpp_cache_obj(cache):
+            step = make(lambda x: x + 1.0)
+        before = cache.size()
+        step(x), step(x)
+    else:
+        step = make(lambda x: x + 1.0)
+        with jax_config.jax_jit_cpp_cache_obj(cache):
+            before = cache.size()
+            step(x), step(x)
+    return cache.size() - before
+
+
+@pytest.mark.parametrize("wrap_inside", [True, False], ids=["set-around-wrap", "set-around-call"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        functools.partial(bounded_jit, max_traces=1),
+        functools.partial(batched_jit, max_traces=1),
+        functools.partial(bounded_jit, max_traces=1, static_argnums=(), keep_unused=True),
+    ],
+    ids=["bounded", "batched", "with-options"],
+)
+def test_what_jax_jit_reads_when_built_is_read_at_wrap_time(make, wrap_inside):
+    # JAX's test_jit_cpp_cache_obj_config: jax.jit files its executables in the cache
+    # object set when it wraps. tinax builds its jax.jit object at the first use, so it
+    # reads the setting at wrap time: the cache set around the wrap, not around the call.
+    from jax._src import config as jax_config
+
+    if not hasattr(jax_config, "jax_jit_cpp_cache_obj"):
+        pytest.skip("this JAX has no jax_jit_cpp_cache_obj")
+    reference = _cache_filled(jax.jit, wrap_inside)
+    assert reference == (1 if wrap_inside else 0)
+    assert _cache_filled(make, wrap_inside) == reference
+
+
 @pytest.mark.parametrize("make", [bounded_jit, batched_jit], ids=["bounded", "batched"])
 def test_the_first_uses_in_many_threads_build_one_jax_jit(monkeypatch, make):
     # Built at first use, under a lock: threads that call a new object at once share one

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from tinax._src import private
+from tinax._src.diagnosis import record
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.kinds import Difference
-    from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.diagnosis.record import Argument, TracedSignature
 
 
 class _Diagnosis(Exception):
-    """The facts the budget error and warning carry besides their message."""
+    """The facts the budget error and warning carry besides their message.
+
+    They travel as Python's own exceptions do (``pickle``, ``copy``, a process
+    pool), with their message and every attribute: the keyword-only constructor
+    is bypassed on the way back, as ``BaseException`` does with ``args``.
+    """
 
     function_name: str
     location: str | None
@@ -40,6 +52,89 @@ class _Diagnosis(Exception):
         self.signature = signature
         self.closest = closest
         self.differences = differences
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore, (type(self), self.args, _pickled(self.__dict__))
+
+    def __copy__(self) -> _Diagnosis:
+        return _rebuilt(type(self), self.args, dict(self.__dict__))
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Diagnosis:
+        try:
+            state = copy.deepcopy(self.__dict__, memo)
+        except Exception:  # a static value that cannot be copied: a pickled one is
+            state = pickle.loads(_pickled(self.__dict__))
+        return _rebuilt(type(self), copy.deepcopy(self.args, memo), state)
+
+
+def _rebuilt(cls: type[_Diagnosis], args: tuple[Any, ...], state: dict[str, Any]) -> _Diagnosis:
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
+
+
+def _restore(cls: type[_Diagnosis], args: tuple[Any, ...], payload: bytes) -> _Diagnosis:
+    """Unpickles a budget error or warning (`_Diagnosis.__reduce__`)."""
+    return _rebuilt(cls, args, pickle.loads(payload))
+
+
+def _pickled(state: dict[str, Any]) -> bytes:
+    """The error's attributes, pickled so that abstract values load as the receiver's own
+    (`private.portable_dumps`); an argument whose values do not pickle (a lambda passed
+    as a static argument, a pytree node holding one) travels as its text, so that the
+    diagnosis, not a pickling error, reaches the receiver."""
+    try:
+        return private.portable_dumps(state)
+    except Exception:
+        pass
+    state = dict(state)
+    for name in ("signature", "closest"):
+        signature = state.get(name)
+        if isinstance(signature, record.TracedSignature):
+            recorded = tuple(_portable_argument(argument) for argument in signature.recorded)
+            state[name] = attrs.evolve(signature, recorded=recorded)
+    try:
+        return private.portable_dumps(state)
+    except Exception:  # an attribute a user set: kept where it pickles
+        return private.portable_dumps({k: v for k, v in state.items() if _pickles(v)})
+
+
+def _portable_argument(argument: Argument) -> Argument:
+    if _pickles(argument):
+        return argument
+    values = tuple(
+        value if _pickles(value) else _StandIn(record.value_text(value))
+        for value in argument.values
+    )
+    treedef = argument.treedef
+    if treedef is not None and not _pickles(treedef):
+        treedef = _StandIn(str(treedef))
+    return attrs.evolve(argument, treedef=treedef, values=values)
+
+
+def _pickles(value: object) -> bool:
+    try:
+        private.portable_dumps(value)
+    except Exception:
+        return False
+    return True
+
+
+class _StandIn:
+    """A value that could not be pickled, as its text (which is what a person reads)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _StandIn, (self.text,)
 
 
 class TraceBudgetError(_Diagnosis, AssertionError):

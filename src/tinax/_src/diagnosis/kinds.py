@@ -44,6 +44,10 @@ STATIC_HASH = (
     "JAX (0.11 and later) finds static arguments by hash, then ==: define __hash__ "
     "to agree with __eq__ (equal values hash alike; @dataclass(frozen=True) does both)"
 )
+NOT_SELF_EQUAL = (
+    "NaN is never equal to itself, so every new NaN is a new trace: mark a missing value "
+    "with None or a flag, or pass the number as an array (jnp.asarray) to trace it"
+)
 STATIC_LEAF = (
     "with static_nonarrays=True each new non-array value is a new trace: build functions "
     "and configs once and keep them, or pass the value as an array (jnp.asarray) to trace it"

@@ -5,14 +5,23 @@ an nnx GraphDef."""
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import attrs
 
 from tinax._src import private
-from tinax._src.diagnosis import nnx_graphdef
-from tinax._src.diagnosis.kinds import ABSENT, MAX_DEPTH, REBUILT_CALLABLE, STATIC_HASH, Difference
+from tinax._src.diagnosis import nnx_graphdef, reuse
+from tinax._src.diagnosis.kinds import (
+    ABSENT,
+    MAX_DEPTH,
+    NOT_SELF_EQUAL,
+    REBUILT_CALLABLE,
+    STATIC_HASH,
+    Difference,
+)
 from tinax._src.diagnosis.record import (
     value_text,
 )
@@ -85,15 +94,75 @@ def static_differences(
     if found:
         return found
     if strict and private.STATIC_HASH_DECIDES and same(old, new) and _hashable(old, new):
+        # A dataclass hashes by its fields: the part whose hash disagrees with == is the cause.
+        path, old, new = _hash_part(path, old, new, depth) or (path, old, new)
         version = ".".join(map(str, private.JAX_VERSION))
         detail = (
             f"is equal by == but hashes differently; jax {version} finds static arguments by hash"
         )
-        return [_equality(path, before, after, new, detail, STATIC_HASH)]
-    if before == after:
-        fix = REBUILT_CALLABLE if callable(new) else None
-        return [_equality(path, before, after, new, "is equal by repr but not by ==", fix)]
+        return [_equality(path, value_text(old), value_text(new), new, detail, STATIC_HASH)]
+    if before == after and value_text(old, _WHOLE) == value_text(new, _WHOLE):
+        return [_alike(path, before, after, new)]
     return [Difference(path, before, after, (kind,), detail)]
+
+
+_WHOLE = sys.maxsize  # a repr uncut: two long ones cut alike may still differ
+
+
+def _alike(path: str, before: str, after: str, new: Any) -> Difference:
+    """Two values that print alike and that JAX tells apart, with the fix that is true of
+    the value's type: a function rebuilt, a NaN, a class whose == is identity (the one
+    case where defining == by value is the fix), or a class whose own == says no."""
+    kind: type[Any] = type(new)  # pyright: ignore[reportUnknownVariableType]
+    if callable(new) and not isinstance(new, type):
+        return _equality(
+            path, before, after, new, "is equal by repr but not by ==", REBUILT_CALLABLE
+        )
+    if not same(new, new):
+        if isinstance(new, numbers.Number):
+            detail = "is NaN, and NaN is never equal to itself"
+            return _equality(path, before, after, new, detail, NOT_SELF_EQUAL)
+        fix = f"{kind.__name__}'s own == is False even for one value: {_OWN_EQ_FIX}"
+        return _equality(path, before, after, new, "is not equal even to itself", fix)
+    detail = "is equal by repr but not by =="
+    if getattr(kind, "__eq__", None) is object.__eq__:
+        if dataclasses.is_dataclass(kind) or attrs.has(kind):
+            fix = (
+                f"{kind.__name__} has eq=False, so == is identity: drop eq=False "
+                "(frozen=True then also hashes by value), or pass the same object on every call"
+            )
+            return _equality(path, before, after, new, detail, fix)
+        return _equality(path, before, after, new, detail, None)  # the usual fix is true
+    fix = f"{kind.__name__}'s own == tells these apart: {_OWN_EQ_FIX}"
+    return _equality(path, before, after, new, detail, fix)
+
+
+_OWN_EQ_FIX = (
+    "make it compare what repr shows (a NaN inside is never equal to itself), "
+    "or pass the same object on every call"
+)
+
+
+def _hash_part(path: str, old: Any, new: Any, depth: int) -> tuple[str, Any, Any] | None:
+    """The innermost part (field, entry, item) of two equal values whose hashes differ."""
+    if depth >= MAX_DEPTH:
+        return None
+    parts = _fields(old)
+    pairs: list[tuple[str, Any, Any]] = []
+    if parts is not None:
+        pairs = [(name, a, b) for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False)]
+    elif isinstance(old, dict) and isinstance(new, dict):
+        old_map, new_map = cast(dict[Any, Any], old), cast(dict[Any, Any], new)
+        pairs = [(f"[{k!r}]", v, new_map[k]) for k, v in old_map.items() if k in new_map]
+    elif isinstance(old, list | tuple) and isinstance(new, list | tuple):
+        old_items, new_items = cast(Sequence[Any], old), cast(Sequence[Any], new)
+        pairs = [
+            (f"[{i}]", a, b) for i, (a, b) in enumerate(zip(old_items, new_items, strict=False))
+        ]
+    for name, a, b in pairs:
+        if same(a, b) and _hashable(a, b) and not reuse.hash_equal(a, hash(b)):
+            return _hash_part(path + name, a, b, depth + 1) or (path + name, a, b)
+    return None
 
 
 def _graphdef_differences(

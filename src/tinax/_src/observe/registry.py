@@ -87,7 +87,7 @@ class Budgets(tuple[Any, ...]):
         return budgets_table(self)
 
 
-def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
+def last_retrace_cause(history: Sequence[TracedSignature]) -> str | registry_table.Cause:
     """The first difference of the latest retrace from its closest earlier trace."""
     if len(history) < 2:
         return "-"
@@ -97,8 +97,7 @@ def last_retrace_cause(history: Sequence[TracedSignature]) -> str:
         return "?"
     if not found:
         return "no difference in the abstract signature"
-    more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
-    return f"#{history[-1].number}: {found[0]}{more}"
+    return registry_table.Cause(history[-1].number, found[0], len(found) - 1)
 
 
 def budgets_table(objects: Sequence[Any]) -> str:

@@ -4,15 +4,18 @@ Rows for objects that agree on function, definition and construction site are
 merged (a trainer built twice at one line: one row, ``(x2)``, counts summed);
 a "built at" column appears only where two rows would otherwise read alike.
 Every line fits in `report.LINE_LIMIT` characters: names keep their tail
-(``...<locals>.step``), the last column is cut at a word, never in a value.
+(``...<locals>.step``); the last retrace's difference keeps both its values
+(``old -> new``): its description goes first, then its path is cut between
+segments, and only a value too long for the column alone is cut, in its middle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from tinax._src.diagnosis import elide, report
+from tinax._src.diagnosis.kinds import ABSENT, Difference
 
 _MAX_NAME = 56
 _MAX_PLACE = 40
@@ -23,6 +26,58 @@ def _seconds(entries: Sequence[Any], fact: str) -> float | None:
     values = [getattr(entry, fact) for entry in entries]
     known = [value for value in values if value is not None]
     return sum(known) if known else None
+
+
+class Cause(NamedTuple):
+    """The first difference of an object's latest retrace (trace ``number``) from its
+    closest earlier trace, and how many more there are; fitted to the column by `table`."""
+
+    number: int
+    difference: Difference
+    more: int
+
+    def text(self, room: int) -> str:
+        """``#N: path: old -> new (detail) (+k more)`` in at most ``room`` characters."""
+        head = f"#{self.number}: "
+        more = f" (+{self.more} more)" if self.more else ""
+        found = self.difference
+        if found.before == ABSENT:
+            values, detail = f"added ({found.after})", ""
+        elif found.after == ABSENT:
+            values, detail = f"removed ({found.before})", ""
+        else:
+            values, detail = f"{found.before} -> {found.after}", f" ({found.detail})"
+        line = f"{head}{found.path}: {values}{detail}{more}"
+        if len(line) <= room:
+            return line
+        path_room = room - len(f"{head}: {values}{more}")
+        if path_room >= min(len(found.path), _MIN_PATH):  # the description goes, then the path
+            return f"{head}{elide.path(found.path, path_room)}: {values}{more}"
+        path = elide.path(found.path, _MIN_PATH)
+        value_room = max(room - len(f"{head}{path}: {more}"), 2 * _MIN_VALUE + 4)
+        if found.before == ABSENT or found.after == ABSENT:
+            values = _middle(values, value_room)
+        else:
+            total = value_room - 4  # a short value stays whole; a long one gets the rest
+            first = min(len(found.before), max(total // 2, total - len(found.after)))
+            second = total - first
+            values = f"{_middle(found.before, first)} -> {_middle(found.after, second)}"
+        return f"{head}{path}: {values}{more}"
+
+
+_MIN_PATH = 12
+_MIN_VALUE = 8
+
+
+def _middle(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut in the middle (a value too long for
+    the column alone: its start and its end both show)."""
+    limit = max(limit, _MIN_VALUE)
+    if len(text) <= limit:
+        return text
+    keep = limit - 3
+    head = (keep + 1) // 2
+    return f"{text[:head]}...{text[len(text) - (keep - head) :]}"
 
 
 class _Row:
@@ -41,7 +96,7 @@ class _Row:
         "used",
     )
 
-    def __init__(self, owner: Any, built: str, cause: str) -> None:
+    def __init__(self, owner: Any, built: str, cause: str | Cause) -> None:
         history = owner.traced_signatures
         self.name = report.function_name(owner.function)
         self.location = report.function_location(owner.function) or "?"
@@ -79,7 +134,7 @@ class _Row:
 def table(
     objects: Sequence[Any],
     built_at: Callable[[Any], str],
-    cause: Callable[[Any], str],
+    cause: Callable[[Any], str | Cause],
 ) -> str:
     """The printed table of ``objects`` (in the order given)."""
     if not objects:
@@ -109,14 +164,15 @@ def table(
                 "?" if row.loads is None else str(row.loads),
                 report.duration(row.trace),
                 report.duration(row.compile),
-                row.cause,
+                "",  # fitted below, to the room the other columns leave
             ]
         )
     columns = len(header)
     widths = [max(len(line[column]) for line in cells) for column in range(columns - 1)]
     room = max(report.LINE_LIMIT - sum(widths) - 2 * (columns - 1), _MIN_CAUSE)
-    for line in cells[1:]:
-        line[-1] = elide.words(line[-1], room)
+    for line, row in zip(cells[1:], rows.values(), strict=True):
+        found = row.cause
+        line[-1] = found.text(room) if isinstance(found, Cause) else elide.words(found, room)
     widths.append(max(len(line[-1]) for line in cells))
     return "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()

@@ -130,8 +130,9 @@ _CHECKED_BY_JAX = frozenset({"in_shardings", "out_shardings", "device", "backend
 class _WithOptions:
     """``jax.jit`` with an object's options (none, or those `parse_jit_options` passes on),
     as `jit_options.jit` calls it: the ``jax.jit`` in effect when the object was built (a
-    patched one too). ``later``: nothing it could raise, so `build` leaves it to the
-    object's first use."""
+    patched one too), and what that ``jax.jit`` reads when it builds its object, as it
+    was then. ``later``: nothing it could raise and nothing it reads is set, so `build`
+    leaves it to the object's first use."""
 
     __slots__ = ("_api", "_jit", "_kwargs", "later")
 
@@ -139,9 +140,14 @@ class _WithOptions:
         self._api = api
         self._kwargs = kwargs
         self._jit: Any = cast(Any, jax).jit
-        self.later = _CHECKED_BY_JAX.isdisjoint(kwargs)
+        # A jax.jit cache object set around the wrap (JAX's jax_jit_cpp_cache_obj, the
+        # one config jax.jit reads when it builds): built now, in it, as jax.jit would be.
+        self.later = _CHECKED_BY_JAX.isdisjoint(kwargs) and private.jit_cache_object() is None
 
     def __call__(self, counted: Callable[..., Any]) -> Any:
+        if self.later and private.jit_cache_object() is not None:
+            with private.no_jit_cache_object():  # set around the first use, not the wrap
+                return jit_options.jit(self._api, counted, self._kwargs, self._jit)
         return jit_options.jit(self._api, counted, self._kwargs, self._jit)
 
 
@@ -190,7 +196,10 @@ def build(
     The counted function and the `jax.jit` object are built at the object's first
     use (`_AtFirstUse`), where the first trace hides their ~30 us, with the
     ``jax.jit`` in effect now; given options that `jax.jit` checks itself
-    (`_CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors.
+    (`_CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors,
+    and so they are where a `jax.jit` cache object is set now (what `jax.jit` reads
+    when it builds: `private.jit_cache_object`); one set only around the first use
+    is not used, as by a `jax.jit` built now.
 
     ``traced`` is what JAX traces (the function, or its `jax.vmap`); `jax.jit`
     compiles the counted version of it with ``jit_kwargs``. ``around`` builds
