@@ -72,9 +72,6 @@ def modes(**marks):
     return pytest.mark.parametrize("mode", cells)
 
 
-ITEM_2 = pytest.mark.xfail(
-    strict=True, reason="issue 35 item 2: TraceBudgetError/TraceBudgetWarning fail pickle/copy"
-)
 
 
 @pytest.fixture
@@ -292,7 +289,6 @@ class TestNoNewCompiles:
 # --- the budget error travels --------------------------------------------------------------
 
 
-@ITEM_2
 @modes()
 def test_the_budget_error_and_warning_travel(mode):
     """Made by ``trace`` (a counted trace, no compile): the same error a call raises."""
