@@ -248,7 +248,9 @@ class Explanation:
         differences: What differs between ``closest`` and the call.
         raises: For a call JAX rejects before tracing (an argument missing or
             extra, an unhashable static value, a leaf that is not an array, batch
-            sizes `jax.vmap` rejects), the exception it would raise, as
+            sizes `jax.vmap` rejects, a batch that does not divide over the mesh,
+            an input placed against ``in_shardings`` or on devices that disagree),
+            the exception it would raise, as
             ``"TypeError: g() missing 1 required positional argument: 'y'"``
             (raised whether or not the budget is spent); the call neither traces
             nor reuses a trace. Else ``None``.
@@ -292,10 +294,15 @@ class Explanation:
                         *textwrap.wrap(self.raises, 100),
                     )
                 )
+            reason = f"It would raise {self.raises}"
             return "\n".join(
                 (
                     fit(f"{where}: JAX would reject this call before tracing; {budget}."),
-                    fit(f"It would raise {self.raises}"),
+                    *(
+                        [reason]
+                        if len(reason) <= LINE_LIMIT
+                        else textwrap.wrap(reason, 100, subsequent_indent="  ")
+                    ),
                     "Nothing is traced or counted, with the budget spent or not.",
                 )
             )
