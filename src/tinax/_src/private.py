@@ -527,13 +527,25 @@ def _placement_error(
     pjit_: Any = pjit
     pxla_: Any = pxla
     stages_: Any = stages
-    arg_types = [pjit_.convert_to_metaty(arg) for arg in arguments]
+    if pxla_.check_device_backend_on_shardings(in_shardings):  # device=/backend=: JAX moves them
+        return None
+    unspecified = unspecified_type()
+    # Only an argument given a sharding, or committed to one, can be refused (an argument
+    # with neither resolves to "unspecified"): the others are not read (~8 us each).
+    kept = [
+        index
+        for index, (arg, sharding) in enumerate(zip(arguments, in_shardings, strict=True))
+        if not isinstance(sharding, unspecified) or _committed(arg)
+    ]
+    if not kept:
+        return None
     try:
-        resolved = pjit_._resolve_in_shardings(arg_types, in_shardings)
+        resolved = pjit_._resolve_in_shardings(
+            [_meta(pjit_, arguments[index]) for index in kept],
+            [in_shardings[index] for index in kept],
+        )
     except ValueError as error:
         return error
-    if pxla_.check_device_backend_on_shardings(resolved):  # device=/backend=: JAX moves them
-        return None
     unique: Any = cast(Any, util).stable_unique(resolved)
     mismatch = stages_.MismatchType.ARG_SHARDING
     try:
@@ -546,8 +558,42 @@ def _placement_error(
         fun = local.get("fun")
         name = getattr(fun, "__qualname__", getattr(fun, "__name__", str(fun)))
         dbg: Any = local.get("dbg")
+        arg_types = [pjit_.convert_to_metaty(arg) for arg in arguments]  # the message's
         names = dbg.safe_arg_names(len(arg_types)) if dbg is not None else None
         return ValueError(
             stages_._device_assignment_mismatch_error(name, fails, arg_types, "jit", names)
         )
     return None
+
+
+def unspecified_type() -> type:
+    """The type of `jax.jit`'s "not given" sharding (`unspecified`)."""
+    value: object = unspecified()
+    return type(value)
+
+
+def _committed(arg: object) -> bool:
+    """Whether ``arg`` is an array committed to its sharding (NumPy arrays, scalars
+    and uncommitted arrays are placed as the call needs)."""
+    try:
+        return getattr(arg, "sharding", None) is not None and bool(getattr(arg, "_committed", True))
+    except Exception:
+        return True  # an odd object: let JAX's check read it
+
+
+def _meta(pjit_: Any, arg: Any) -> Any:
+    """JAX's ``MetaTy`` of an argument, as ``convert_to_metaty`` makes it but without
+    its ``format`` (a layout, ~4 us, that resolving shardings does not read) for a
+    `jax.Array`; else ``convert_to_metaty``'s own."""
+    if isinstance(arg, jax.Array) and not isinstance(arg, Tracer):
+        try:
+            return pjit_.MetaTy(
+                aval=arg.aval,
+                sharding=arg.sharding,
+                format=None,
+                committed=bool(getattr(arg, "_committed", True)),
+                is_np_array=False,
+            )
+        except Exception:
+            pass
+    return pjit_.convert_to_metaty(arg)
