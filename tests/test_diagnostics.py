@@ -340,6 +340,59 @@ def test_history_table_shows_the_mesh_an_auto_placed_array_lives_on(mesh8):
     )
 
 
+class TestPlacementInTheHistory:
+    """A retrace caused only by where an array lives marks its row, as the budget error
+    names it (parameters restored as NumPy arrays, on an Explicit mesh)."""
+
+    @staticmethod
+    def restored(explicit_mesh8, runs):
+        def apply(params, x):
+            runs.append(1)
+            return params["w"] * x
+
+        step = bounded_jit(apply, max_traces=3, mesh=explicit_mesh8)
+        replicated = jax.sharding.NamedSharding(explicit_mesh8, jax.sharding.PartitionSpec())
+        params = {"w": jax.device_put(jnp.ones(8), replicated)}
+        x = jax.device_put(jnp.ones(8), replicated)
+        step(params, x)
+        step(jax.tree.map(np.asarray, params), x)  # restored from a checkpoint as NumPy
+        return step
+
+    def test_a_placement_only_retrace_marks_its_row(self, explicit_mesh8):
+        theirs, runs = [], []
+        self.restored(explicit_mesh8, runs)  # jax.jit's count: the function runs twice
+        step = self.restored(explicit_mesh8, theirs)
+        assert step.traces_used == len(runs) == 2
+        table = signature_table(step)
+        assert table[:3] == [
+            "  argument     #1                                                         #2",
+            "* params['w']  f32[8] (P(None,) on AbstractMesh('x': 8, axis_types=(E...  "
+            "f32[8] (no mesh)",
+            "  x            f32[8]                                                     f32[8]",
+        ]
+        assert table[-1] == "* marks a row that differs between traces"
+
+    def test_the_budget_error_names_the_row_the_table_marks(self, explicit_mesh8):
+        replicated = jax.sharding.NamedSharding(explicit_mesh8, jax.sharding.PartitionSpec())
+        step = bounded_jit(lambda params, x: params["w"] * x, max_traces=1, mesh=explicit_mesh8)
+        params = {"w": jax.device_put(jnp.ones(8), replicated)}
+        x = jax.device_put(jnp.ones(8), replicated)
+        step(params, x)
+        with pytest.raises(TraceBudgetError) as caught:
+            step(jax.tree.map(np.asarray, params), x)
+        [difference] = caught.value.differences
+        assert (difference.path, difference.kinds) == ("params['w']", ("sharding",))
+        mesh = "AbstractMesh('x': 8, axis_types=(Explicit,))"
+        assert difference.detail == f"sharding: P(None,) on {mesh} -> no mesh"
+
+    def test_rows_whose_text_shows_the_placement_are_unchanged(self, explicit_mesh8):
+        step = bounded_jit(lambda x: x, max_traces=2)
+        sharded = jax.sharding.NamedSharding(explicit_mesh8, jax.sharding.PartitionSpec("x"))
+        step(jax.device_put(jnp.ones(8), sharded))
+        step(jnp.ones(8))
+        assert signature_table(step)[1] == "* x         f32[8@x]  f32[8]"
+
+
 class TestWideHistories:
     def test_many_traces_of_long_static_values_fit_in_200_characters(self):
         step = bounded_jit(lambda x, tag: x, max_traces=12, static_argnames="tag")

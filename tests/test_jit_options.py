@@ -179,6 +179,152 @@ class TestShardings:
         assert "  x: f32[8@x,2] -> f32[8,2] (sharding)" in str(caught.value).splitlines()
 
 
+# --- a call JAX can never run: inputs placed against the shardings -----------------------
+
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+
+
+@pytest.fixture
+def traces_jax_made():
+    """The number of traces JAX records (its own trace event) while the test runs."""
+    events = []
+
+    def listener(event, duration, **kwargs):
+        if event == TRACE_EVENT:
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    yield events
+    jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def _error_of(call, *args):
+    with pytest.raises(Exception) as caught:
+        call(*args)
+    return type(caught.value), str(caught.value)
+
+
+class TestMisplacedCalls:
+    """A call whose input is placed against ``in_shardings`` (or on devices that disagree)
+    fails in JAX on every call: tinax raises JAX's own error before the body runs, so it
+    is no trace (JAX records none, caches none), within the budget or past it."""
+
+    @staticmethod
+    def counted(log):
+        def double(x):
+            log.append(x.shape)
+            return x * 2
+
+        return double
+
+    def test_is_jax_error_and_no_trace(self, explicit_mesh8, traces_jax_made):
+        data = NamedSharding(explicit_mesh8, P("x"))
+        runs, theirs_runs = [], []
+        ours = bounded_jit(self.counted(runs), max_traces=2, in_shardings=data)
+        theirs = jax.jit(self.counted(theirs_runs), in_shardings=data)
+        ours(jax.device_put(jnp.arange(16.0), data))
+        misplaced = jax.device_put(jnp.arange(16.0), jax.devices()[3])
+        expected = _error_of(theirs, misplaced)
+        assert expected[0] is ValueError and "does not match the sharding" in expected[1]
+        del traces_jax_made[:]
+        for _ in range(3):
+            assert _error_of(ours, misplaced) == expected
+        assert (ours.traces_used, ours.compiles_used, len(runs)) == (1, 1, 1)
+        # JAX's trace event marks each attempt, one that raised included (as for a body
+        # that raises, never counted): the body never ran, and JAX kept no trace
+        assert len(traces_jax_made) == 3
+
+    def test_a_later_call_that_fits_traces_and_counts_as_jax_jit(
+        self, explicit_mesh8, traces_jax_made
+    ):
+        data = NamedSharding(explicit_mesh8, P("x"))
+        runs, theirs_runs = [], []
+        ours = bounded_jit(self.counted(runs), max_traces=2, in_shardings=data)
+        theirs = jax.jit(self.counted(theirs_runs), in_shardings=data)
+        misplaced = jax.device_put(jnp.arange(16.0), jax.devices()[3])
+        for call in (ours, theirs):
+            call(jax.device_put(jnp.arange(16.0), data))
+            _error_of(call, misplaced)
+            call(jnp.arange(16.0))  # uncommitted: fits (jax.jit reuses its misplaced trace)
+        assert ours.traces_used == len(theirs_runs) == 2
+        assert len(runs) == 2
+        assert [signature.number for signature in ours.traced_signatures] == [1, 2]
+
+    @pytest.mark.parametrize("on_exceed", ["raise", "warn"])
+    def test_with_the_budget_spent_raises_jax_error(self, explicit_mesh8, on_exceed):
+        data = NamedSharding(explicit_mesh8, P("x"))
+        ours = bounded_jit(lambda x: x * 2, max_traces=1, in_shardings=data, on_exceed=on_exceed)
+        theirs = jax.jit(lambda x: x * 2, in_shardings=data)
+        ours(jax.device_put(jnp.arange(16.0), data))
+        misplaced = jax.device_put(jnp.arange(32.0), jax.devices()[3])  # a new shape too
+        assert _error_of(ours, misplaced) == _error_of(theirs, misplaced)  # no budget error
+        assert ours.traces_used == 1
+
+    def test_inside_no_new_compiles_raises_jax_error(self, explicit_mesh8):
+        from tinax.testing import no_new_compiles
+
+        data = NamedSharding(explicit_mesh8, P("x"))
+        ours = bounded_jit(lambda x: x * 2, max_traces=1, in_shardings=data)
+        with no_new_compiles():
+            with pytest.raises(ValueError, match="does not match the sharding"):
+                ours(jax.device_put(jnp.arange(16.0), jax.devices()[3]))
+        assert ours.traces_used == 0
+
+    def test_lower_is_jax_error_and_trace_counts(self, explicit_mesh8):
+        data = NamedSharding(explicit_mesh8, P("x"))
+        ours = bounded_jit(lambda x: x * 2, max_traces=1, in_shardings=data)
+        misplaced = jax.device_put(jnp.arange(16.0), jax.devices()[3])
+        expected = _error_of(jax.jit(lambda x: x * 2, in_shardings=data).lower, misplaced)
+        assert _error_of(ours.lower, misplaced) == expected
+        assert ours.traces_used == 0
+        ours.trace(misplaced)  # a trace JAX makes and keeps: counted
+        assert ours.traces_used == 1
+        with pytest.raises(TraceBudgetError):  # trace succeeds in JAX: over budget, refused
+            ours.trace(jax.device_put(jnp.arange(32.0), jax.devices()[3]))
+
+    def test_devices_that_disagree_with_the_mesh_are_jax_error(self, mesh8):
+        def double(x):
+            return x * 2
+
+        ours = bounded_jit(double, max_traces=1, mesh=mesh8)
+        misplaced = jax.device_put(jnp.arange(16.0), jax.devices()[3])
+        with jax.set_mesh(mesh8):
+            expected = _error_of(jax.jit(double), misplaced)
+        assert expected[0] is ValueError and "incompatible devices" in expected[1]
+        assert _error_of(ours, misplaced) == expected
+        assert ours.traces_used == 0
+        explanation = ours.explain(misplaced)
+        assert explanation.raises == f"ValueError: {' '.join(expected[1].split())}"
+
+    def test_explain_says_jax_error_not_reuse(self, explicit_mesh8):
+        data = NamedSharding(explicit_mesh8, P("x"))
+        ours = bounded_jit(lambda x: x * 2, max_traces=2, in_shardings=data)
+        ours(jnp.arange(16.0))  # uncommitted f32[16]: the misplaced call's signature
+        misplaced = jax.device_put(jnp.arange(16.0), jax.devices()[3])
+        explanation = ours.explain(misplaced)
+        assert (explanation.reuses, explanation.retraces) == (None, False)
+        assert explanation.raises is not None
+        assert explanation.raises.startswith("ValueError: Sharding passed to jit does not match")
+        text = str(explanation)
+        assert "would reuse" not in text and "SingleDeviceSharding(device=CpuDevice(id=3)" in text
+        assert ours.explain(jnp.arange(16.0)).reuses is not None
+
+    @pytest.mark.parametrize("kind", ["bounded", "batched"])
+    def test_explain_of_a_batch_that_does_not_divide_shows_the_cause(
+        self, explicit_mesh8, kind, capsys
+    ):
+        data = NamedSharding(explicit_mesh8, P("x"))
+        wrap = bounded_jit if kind == "bounded" else batched_jit
+        ours = wrap(lambda x: x.sum(), max_traces=1, in_shardings=data)
+        capsys.readouterr()
+        explanation = ours.explain(jnp.ones((60, 3)))
+        printed = capsys.readouterr().out  # jax 0.12 prints the line it blames
+        text = str(explanation)
+        assert explanation.raises is not None and "Error: " in explanation.raises
+        assert "the dimension size is 60" in " ".join(text.split())
+        assert "tinax" not in text + printed
+
+
 # --- the budget and the diagnosis with argnums ----------------------------------------------
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -16,7 +17,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
 from tinax._src.budget import compile_guard, compiles
-from tinax._src.budget.rejections import check_in_trace
+from tinax._src.budget.rejections import check_in_trace, raise_if_misplaced
 from tinax._src.core.statics import Statics
 from tinax._src.core.validation import LazySignature
 from tinax._src.diagnosis.record import TracedSignature, record, unrecorded
@@ -57,6 +58,8 @@ def counted(
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if not private.tracing_to_jaxpr():  # eager: disable_jit, or debug_nans re-running
             return function(*args, **kwargs)  # run eagerly: not a trace
+        # a call placed against in_shardings: JAX's error now, not after a counted trace
+        raise_if_misplaced(sys._getframe(1), lowering_only=True)  # pyright: ignore[reportPrivateUsage]
         call = _record_or_placeholder(signature.get(), statics, args, kwargs)
         site = sites.call_site()
         if compile_guard.refusing():  # inside no_new_compiles: no trace, within budget or not

@@ -49,12 +49,17 @@ def _plain(function: Callable[..., Any]) -> bool:
     return "__signature__" not in own and "__wrapped__" not in own
 
 
-def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable[..., Any]:
+def stand_in(
+    function: Callable[..., Any], signature: LazySignature, *, placements: bool = False
+) -> Callable[..., Any]:
     """A callable that binds its arguments as ``function`` would, then raises `_Fits`.
 
     Arguments that do not bind raise the `TypeError` calling ``function`` raises:
     Python's own for a plain function (its body never starts), else
-    `inspect.Signature.bind`'s.
+    `inspect.Signature.bind`'s. With ``placements`` (the stand-in that ``explain``
+    jits and traces), arguments that bind but are placed against the jit's
+    ``in_shardings``, or on devices that disagree, raise JAX's `ValueError`
+    (`raise_if_misplaced`); a call checks its placements in its own trace.
     """
 
     def check(*args: Any, **kwargs: Any) -> Any:
@@ -66,6 +71,8 @@ def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable
                 if _plain(function):
                     function(*args, **kwargs)  # raises before the body: arguments do not bind
                 raise
+        if placements:
+            raise_if_misplaced(sys._getframe(1), lowering_only=False)  # pyright: ignore[reportPrivateUsage]
         raise _Fits
 
     wrapper: Any = check
@@ -79,6 +86,21 @@ def stand_in(function: Callable[..., Any], signature: LazySignature) -> Callable
     if known is not None:
         wrapper.__signature__ = known
     return check
+
+
+def raise_if_misplaced(frame: types.FrameType | None, *, lowering_only: bool) -> None:
+    """Inside a trace `jax.jit` makes: raises JAX's `ValueError` for arguments placed
+    against the jit's ``in_shardings`` or on devices that disagree, which JAX would
+    raise after the trace (`private.misplaced`); returns if they fit.
+
+    Raised before the function's body, such a call is no trace: JAX caches nothing
+    for it, and a later call of its abstract signature, placed to fit, traces
+    and counts. ``lowering_only``: only where the trace is a call's or
+    ``lower``'s (a trace made by ``trace`` or ``eval_shape`` fits anywhere).
+    """
+    error = private.misplaced(frame, lowering_only=lowering_only)
+    if error is not None:
+        raise error
 
 
 def check_in_trace(traced_stand_in: Callable[..., Any], args: Any, kwargs: Any) -> None:
@@ -167,10 +189,11 @@ def unhashable_static(api: str, arguments: Sequence[tuple[str, Any]]) -> str | N
     return None
 
 
-def describe(error: BaseException, limit: int = 174) -> str:
+def describe(error: BaseException, limit: int = 800) -> str:
     """``"TypeError: <message>"`` on one line: the exception as ``explain`` prints it,
     without memory addresses, cut after a whole sentence or clause when longer than
-    ``limit``."""
+    ``limit`` (long enough for JAX's messages to keep their cause: a sharding's
+    repr comes before "the dimension size is 60")."""
     try:
         text = _ADDRESS.sub("", " ".join(str(error).split()))
     except Exception:

@@ -41,7 +41,9 @@ from tinax._src.diagnosis.static_values import static_differences
 # --- where do they differ? -----------------------------------------------------------------
 
 
-def _placement(leaf: Leaf) -> str:
+def placement(leaf: Leaf) -> str:
+    """Where an array leaf is placed, as the diagnosis prints it: ``no mesh``, the mesh
+    of an array on Auto axes, or ``P('x',) on <mesh>`` on Explicit axes."""
     if leaf.mesh is None:
         return "no mesh"
     return leaf.mesh if leaf.sharding is None else f"{leaf.sharding} on {leaf.mesh}"
@@ -89,7 +91,7 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
     if "sharding" in kinds:
         fix = _placement_fix(old, new)
         if old.text == new.text:  # the types print alike: say where
-            details[kinds.index("sharding")] = f"sharding: {_placement(old)} -> {_placement(new)}"
+            details[kinds.index("sharding")] = f"sharding: {placement(old)} -> {placement(new)}"
     cause: tuple[str, str] | None = None  # shapes and mixed changes are listed leaf by leaf
     if kinds == ["dtype"]:
         cause = (str(old.dtype), str(new.dtype))
@@ -97,7 +99,7 @@ def _leaf_difference(path: str, old: Leaf, new: Leaf) -> Difference | None:
         weak, strong = "weak-typed", "not weak-typed"
         cause = (weak, strong) if old.weak_type else (strong, weak)
     elif kinds == ["sharding"]:
-        cause = (_placement(old), _placement(new))
+        cause = (placement(old), placement(new))
     if not kinds:
         if old.text == new.text:
             return None

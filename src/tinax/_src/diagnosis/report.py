@@ -19,7 +19,7 @@ import attrs
 from tinax._src.diagnosis import compare, elide, kinds, reuse
 from tinax._src.diagnosis.errors import TraceBudgetError
 from tinax._src.diagnosis.kinds import Difference
-from tinax._src.diagnosis.record import TracedSignature
+from tinax._src.diagnosis.record import Leaf, TracedSignature
 
 _MAX_LISTED = 12
 _MAX_NAME = 60
@@ -248,7 +248,9 @@ class Explanation:
         differences: What differs between ``closest`` and the call.
         raises: For a call JAX rejects before tracing (an argument missing or
             extra, an unhashable static value, a leaf that is not an array, batch
-            sizes `jax.vmap` rejects), the exception it would raise, as
+            sizes `jax.vmap` rejects, a batch that does not divide over the mesh,
+            an input placed against ``in_shardings`` or on devices that disagree),
+            the exception it would raise, as
             ``"TypeError: g() missing 1 required positional argument: 'y'"``
             (raised whether or not the budget is spent); the call neither traces
             nor reuses a trace. Else ``None``.
@@ -292,10 +294,15 @@ class Explanation:
                         *textwrap.wrap(self.raises, 100),
                     )
                 )
+            reason = f"It would raise {self.raises}"
             return "\n".join(
                 (
                     fit(f"{where}: JAX would reject this call before tracing; {budget}."),
-                    fit(f"It would raise {self.raises}"),
+                    *(
+                        [reason]
+                        if len(reason) <= LINE_LIMIT
+                        else textwrap.wrap(reason, 100, subsequent_indent="  ")
+                    ),
                     "Nothing is traced or counted, with the budget spent or not.",
                 )
             )
@@ -523,12 +530,20 @@ def history_table(history: Sequence[TracedSignature]) -> str:
         return "no traces yet"
     count = len(history)
     rows: dict[str, list[str]] = {}
+    by_path: dict[str, list[Leaf | None]] = {}
     for column, signature in enumerate(history):
         for leaf in signature.leaves:
             cell = (
                 leaf.text if leaf.mesh is None or leaf.sharding else f"{leaf.text} on {leaf.mesh}"
             )
             rows.setdefault(leaf.path, ["-"] * count)[column] = cell
+            by_path.setdefault(leaf.path, [None] * count)[column] = leaf
+    for path, leaves in by_path.items():
+        if _placement_hidden(rows[path], leaves):
+            rows[path] = [
+                "-" if leaf is None else f"{leaf.text} ({compare.placement(leaf)})"
+                for leaf in leaves
+            ]
     extra = {
         "(by keyword)": [", ".join(signature.keywords) or "-" for signature in history],
         "(mesh)": [signature.mesh for signature in history],
@@ -574,6 +589,20 @@ def history_table(history: Sequence[TracedSignature]) -> str:
 
 
 _MAX_CELL = 60
+
+
+def _placement_hidden(cells: Sequence[str], leaves: Sequence[Leaf | None]) -> bool:
+    """Whether two cells of a row read alike for arrays placed otherwise (a replicated
+    array on an Explicit mesh and a NumPy array both print ``f32[16]``): then every
+    cell of the row says where its array is, as the budget error does."""
+    seen: dict[str, tuple[str | None, str | None]] = {}
+    for cell, leaf in zip(cells, leaves, strict=True):
+        if leaf is None or leaf.kind != "array":
+            continue
+        placed = (leaf.sharding, leaf.mesh)
+        if seen.setdefault(cell, placed) != placed:
+            return True
+    return False
 
 
 def _static_field_rows(history: Sequence[TracedSignature]) -> dict[str, list[str]]:

@@ -342,7 +342,10 @@ class _Probe:
         self._traced: Callable[..., Any] | None = None
         self._jitted: Any = None
 
-    def _built(self) -> Callable[..., Any]:
+    def _built(self, placements: bool = False) -> Callable[..., Any]:
+        if placements:  # explain's: built once, for the jit (rejections.stand_in)
+            inner = rejections.stand_in(self._function, self._signature, placements=True)
+            return inner if self._around is None else self._around(inner)
         if self._traced is None:
             inner = rejections.stand_in(self._function, self._signature)
             self._traced = inner if self._around is None else self._around(inner)
@@ -356,7 +359,7 @@ class _Probe:
         """The stand-in, jitted with the object's options (``explain``); with
         ``static_nonarrays``, called as the object's `jax.jit` is: split."""
         if self._jitted is None:
-            built = self._built()
+            built = self._built(placements=True)
             if self._nonarrays:
                 built = nonarrays.joined(built, *counting.jax_names(self._function))
             self._jitted = self._jit(built)
@@ -572,8 +575,10 @@ class BudgetedMixin:
         not seen: there the call traces although ``explain`` found a match. A
         call JAX rejects before tracing (an argument missing or extra, an
         unhashable static value, a leaf that is not an array, batch sizes
-        `jax.vmap` rejects) is reported as the exception it would raise, found
-        by JAX's own checks around a stand-in for the function, which never runs.
+        `jax.vmap` rejects, a batch that does not divide over the mesh, an input
+        placed against ``in_shardings`` or on devices that disagree) is reported
+        as the exception it would raise, found by JAX's own checks around a
+        stand-in for the function, which never runs.
 
         Args:
             *args: Positional arguments, as they would be passed to the call.
