@@ -100,6 +100,16 @@ def _changed_files():
     return set(done.stdout.splitlines()) if done.returncode == 0 else None
 
 
+def pytest_collection_finish(session):
+    """Collection imports every module of tests/ (--doctest-modules): none may set a JAX
+    persistent cache for the session, or every later compile becomes a load."""
+    folder = jax.config.jax_compilation_cache_dir
+    if folder is not None:
+        raise pytest.UsageError(
+            f"a module imported at collection set jax_compilation_cache_dir={folder!r}"
+        )
+
+
 def pytest_sessionstart(session):
     session.config.stash[_BEFORE] = _changed_files()
 

@@ -15,14 +15,9 @@ from contextlib import ExitStack
 
 import jax
 
-folder = sys.argv[1]
-jax.config.update("jax_compilation_cache_dir", f"{folder}/cache")
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-
-import matrix_cases as cases  # noqa: E402
-import tinax  # noqa: E402
-from tinax.jit import Budgets  # noqa: E402
+import matrix_cases as cases
+import tinax
+from tinax.jit import Budgets
 
 
 class Records(logging.Handler):
@@ -34,7 +29,13 @@ class Records(logging.Handler):
         self.texts.append(record.getMessage())
 
 
-def main():
+def main(folder):
+    # Set here, never at import: pytest's --doctest-modules imports this file in the test
+    # session, where a cache folder set at import would turn every later compile into a
+    # persistent-cache write and load.
+    jax.config.update("jax_compilation_cache_dir", f"{folder}/cache")
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
     records = Records()
     logging.getLogger("tinax").addHandler(records)
     logging.getLogger("tinax").setLevel(logging.DEBUG)
@@ -75,4 +76,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])

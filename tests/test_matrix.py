@@ -72,8 +72,6 @@ def modes(**marks):
     return pytest.mark.parametrize("mode", cells)
 
 
-
-
 @pytest.fixture
 def tinax_log(caplog):
     """Records of the ``tinax`` logger, at every level."""
