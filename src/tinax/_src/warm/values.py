@@ -74,18 +74,22 @@ def kind_name(value: object) -> str:
 def _resolve(module: str, name: str, kind: str) -> Any:
     """The object bound to ``name`` (dotted) in ``module``, checked to be of ``kind``;
     what a value written by reference loads as."""
-    where = f"{module}.{name}"
+    where = f"{module}.{name} (of type {_readable(kind)})"
     try:
         found: Any = importlib.import_module(module)
         for part in name.split("."):
             found = getattr(found, part)
     except Exception:
-        raise Gone(f"the value recorded as {where} (a {kind}) is no longer there") from None
+        raise Gone(f"the value recorded as {where} is no longer there") from None
     if kind_name(found) != kind:
         raise Gone(
-            f"the value recorded as {where} (a {kind}) is a {kind_name(found)} now"
+            f"the value recorded as {where} is of type {_readable(kind_name(found))} now"
         ) from None
     return found
+
+
+def _readable(kind: str) -> str:
+    return kind.removeprefix("builtins.")
 
 
 class _Pickler(private.PortablePickler):
