@@ -436,15 +436,7 @@ class TestWarmRestart:
         assert cell["tinax"] == cell["jax"] == [1, 1, 0], cell
         assert cell["clean"], cell
 
-    @modes(
-        static_nonarrays_equinox=pytest.mark.xfail(
-            strict=True,
-            reason="new (found by the matrix): a warm start cannot compile a recorded "
-            "static_nonarrays signature holding an equinox Module (TypeError: '_Missing' "
-            "object is not subscriptable), and the first call's warm-start record reports "
-            "a false difference '(Missing,) -> (Missing,)' in the Module's aux data",
-        )
-    )
+    @modes()
     def test_a_warm_run_loads_before_the_call_and_counts_as_jax_does(self, warm_runs, mode):
         cell = warm_runs[1][mode.name]
         assert cell["same result"], cell

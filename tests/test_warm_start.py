@@ -1,25 +1,43 @@
 """`tinax.warm_start`: a program run twice, each run a fresh process, starts warm on the
 second; a stale, corrupt or unwritable manifest is a log line, never a wrong result."""
 
+import enum
+import importlib
 import json
 import os
+import pickle
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import optax
 import pytest
+from flax import nnx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinax
 from strategies import wide_values
 from tinax._src.observe import watchers
-from tinax._src.warm import manifest, session
+from tinax._src.warm import manifest, session, values
 from tinax.jit import bounded_jit
 
+
+def equinox_missing():
+    """equinox's sentinel for a field not set (in its aux data): where this equinox keeps it."""
+    for home in ("equinox._module._flatten", "equinox._module"):
+        try:
+            return importlib.import_module(home).MISSING
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
 PROGRAM = Path(__file__).with_name("warm_start_program.py")
+MODELS = Path(__file__).with_name("warm_start_models_program.py")
 
 
 def _built_at(marker):
@@ -32,13 +50,13 @@ STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit 
 APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
 
 
-def run(path, *options, env=None, expect_ok=True):
+def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
     """Runs the program once in a fresh process: (facts printed, its log)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TINAX_")}
     environment["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
     environment.update(env or {})
     done = subprocess.run(
-        [sys.executable, str(PROGRAM), str(path), *options],
+        [sys.executable, str(program), str(path), *options],
         capture_output=True,
         text=True,
         env=environment,
@@ -189,9 +207,48 @@ class TestNothingWrongBecauseOfAManifest:
         lines = [line for line in log.splitlines() if "cannot be written" in line]
         assert len(lines) == 1, log
         assert f"{APPLY}: trace 1" in lines[0]
-        assert "argument 'fn' holds <function <lambda>>, which cannot be written" in lines[0]
+        assert "fn holds <function <lambda>> (type function), which cannot be written" in lines[0]
         assert _texts(path, "apply") == []
         assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+
+
+@pytest.fixture(scope="module")
+def model_runs(tmp_path_factory):
+    """The models program run twice with one manifest: [(facts, log), (facts, log)]."""
+    path = tmp_path_factory.mktemp("models") / "signatures.json"
+    return [run(path, program=MODELS) for _ in range(2)]
+
+
+class TestModels:
+    """equinox modules under static_nonarrays, flax.nnx objects under propagate_updates."""
+
+    @pytest.mark.parametrize("name", ["mlp", "conv", "named", "nnx"])
+    def test_a_model_is_compiled_ahead_on_the_second_run(self, model_runs, name):
+        (cold, _), (warm, log) = model_runs
+        assert (cold[name]["traces_before_call"], cold[name]["traced_in_call"]) == (0, 1)
+        assert (warm[name]["traces_before_call"], warm[name]["traced_in_call"]) == (1, 0), log
+        assert "not compiled" not in log
+        assert "traced a signature the recorded run did not" not in log
+
+    def test_results_are_bit_identical_to_the_cold_runs(self, model_runs):
+        (cold, _), (warm, _) = model_runs
+        assert warm == {
+            name: {**facts, "traces_before_call": 1, "traced_in_call": 0}
+            if name != "closure"
+            else facts
+            for name, facts in cold.items()
+        }
+
+    def test_a_closure_static_is_left_out_with_one_line_naming_its_path_and_type(self, model_runs):
+        (_, log), (warm, _) = model_runs
+        lines = [line for line in log.splitlines() if "cannot be written" in line]
+        assert len(lines) == 1, log
+        assert "closure_step built at warm_start_models_program.py:" in lines[0]
+        assert (
+            ": trace 1 is not recorded: model.activation holds <function <lambda>> (type "
+            "function), which cannot be written" in lines[0]
+        )
+        assert (warm["closure"]["traces_before_call"], warm["closure"]["traced_in_call"]) == (0, 1)
 
 
 class TestWhyItMissed:
@@ -339,3 +396,58 @@ class TestManifestFile:
         manifest.write(path, manifest.Manifest({}, {}))
         assert manifest.read(path).places == {}
         assert [p.name for p in path.parent.iterdir()] == ["m.json"]  # no temporary left
+
+
+HALF = lambda x: x / 2  # noqa: E731  (a lambda bound to a module-level name)
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class TestValuesByReference:
+    @pytest.mark.parametrize(
+        "value",
+        [jax.nn.relu, equinox_missing(), HALF, Colour.RED, jnp.float32, print],
+        ids=["custom_jvp", "equinox MISSING", "module lambda", "enum member", "dtype", "builtin"],
+    )
+    def test_a_module_level_object_loads_as_itself(self, value):
+        if value is None:
+            pytest.skip("this equinox keeps no MISSING sentinel where it is looked for")
+        assert pickle.loads(values.dumps(value)) is value
+        assert pickle.loads(values.dumps((value, [value]))) == (value, [value])
+
+    def test_an_object_bound_to_a_name_in_the_given_module_loads_as_itself(self, monkeypatch):
+        module = types.ModuleType("tinax_warm_elsewhere")
+        module.TX = optax.sgd(0.1)  # a namedtuple of closures, module-level
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        with pytest.raises((AttributeError, pickle.PicklingError)):
+            values.dumps(module.TX)  # alone, its closures are looked for where they were made
+        assert pickle.loads(values.dumps(module.TX, [module.__name__])) is module.TX
+
+    def test_a_value_recorded_by_reference_that_is_gone_fails_to_load_naming_it(self, monkeypatch):
+        module = types.ModuleType("tinax_warm_gone")
+        exec("act = lambda x: x", module.__dict__)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        data = values.dumps(module.act)
+        module.act = 3
+        now_an_int = r"tinax_warm_gone\.act \(of type function\) is of type int now"
+        with pytest.raises(values.Gone, match=now_an_int):
+            pickle.loads(data)
+        del module.act
+        with pytest.raises(values.Gone, match=r"tinax_warm_gone\.act .* is no longer there"):
+            pickle.loads(data)
+
+    def test_a_closure_inside_a_tree_structure_is_named_by_its_path(self):
+        model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
+        optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)
+
+        def step(model, optimizer):
+            return model.kernel[...].sum()
+
+        stepper = bounded_jit(step, max_traces=1, propagate_updates=True)
+        stepper(model, optimizer)
+        with pytest.raises(manifest.Unwritable) as raised:
+            manifest.encode(stepper.traced_signatures[0], step)
+        assert raised.value.path == "optimizer.tx.init"
+        assert type(raised.value.value).__name__ == "function"

@@ -329,7 +329,9 @@ def _abstract_token() -> Any:
     return _ABSTRACT_TOKEN
 
 
-class _PortablePickler(pickle.Pickler):
+class PortablePickler(pickle.Pickler):
+    """The pickler of `portable_dumps`, for picklers that add to it."""
+
     def reducer_override(self, obj: Any) -> Any:
         if _ABSTRACT_TOKEN is not None and obj is _ABSTRACT_TOKEN:
             return _abstract_token, ()
@@ -359,7 +361,7 @@ def portable_dumps(value: object) -> bytes:
     On jax 0.9.2 and 0.10.2, where they compare by value, the result is the same.
     """
     buffer = io.BytesIO()
-    _PortablePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    PortablePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return buffer.getvalue()
 
 

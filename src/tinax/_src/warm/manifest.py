@@ -8,9 +8,11 @@ signature is kept twice: as the text a budget error prints (``x: f32[8,3],
 n=3``), for people, and as a pickle of the `TracedSignature` (base64), which
 `precompile` takes back. Abstract values are pickled as calls of their
 constructors (`private.portable_dumps`), so that they load as the running JAX's
-own. The run's environment (JAX and jaxlib versions, backend, devices, XLA
-flags) and each function's code digest are written too: they say, next run, why
-JAX's persistent cache may miss.
+own; module-level objects (a function, ``jax.nn.relu``, equinox's ``MISSING``) by
+reference, so that they load as the running program's own (`values`). The run's
+environment (JAX and jaxlib versions, backend, devices, XLA flags) and each
+function's code digest are written too: they say, next run, why JAX's persistent
+cache may miss.
 
 Nothing here raises on a bad file: `read` says why it cannot use one
 (`ManifestError`), and the caller logs it and starts cold.
@@ -32,8 +34,8 @@ from typing import Any, cast
 import attrs
 import jax
 
-from tinax._src import private
 from tinax._src.diagnosis.record import TracedSignature
+from tinax._src.warm import values
 
 FORMAT = "tinax warm start 1"
 MAX_SIGNATURES = 64  # kept per object, newest run first
@@ -44,12 +46,13 @@ class ManifestError(Exception):
 
 
 class Unwritable(Exception):
-    """A signature that cannot be written: ``argument`` holds a value that does not
-    pickle (a lambda, an open file...)."""
+    """A signature that cannot be written: ``path`` names the value in its argument
+    that does not pickle (``model.layers[0].activation``, a closure's lambda), or is
+    ``None`` where no argument holds it (the ambient mesh, a JAX config value)."""
 
-    def __init__(self, argument: str, value: object) -> None:
-        super().__init__(argument)
-        self.argument = argument
+    def __init__(self, path: str | None, value: object) -> None:
+        super().__init__(path)
+        self.path = path
         self.value = value
 
 
@@ -133,33 +136,42 @@ def _code_parts(code: Any) -> tuple[Any, ...]:
     return (code.co_code, consts, code.co_names, code.co_varnames)
 
 
-def encode(signature: TracedSignature) -> Recorded:
-    """The signature as written; raises `Unwritable` naming the argument whose value
-    cannot be pickled."""
+def encode(signature: TracedSignature, function: object = None) -> Recorded:
+    """The signature as written; raises `Unwritable` naming the value that cannot be
+    written. A module-level object is written by reference (`values`): one of its own
+    module, or bound to a name in ``function``'s module or ``__main__``."""
     text = str(signature).partition(": ")[2]
+    home = getattr(function, "__module__", None)
+    modules = (home,) if isinstance(home, str) else ()
     try:
-        data = private.portable_dumps(signature)
+        data = values.dumps(signature, modules)
     except Exception:
-        for argument in signature.recorded:
-            try:
-                private.portable_dumps(argument.values)
-            except Exception:
-                raise Unwritable(argument.name, _unwritable(argument.values)) from None
-        raise Unwritable("(the signature)", signature) from None
+        path, value = _unwritable(signature, modules)
+        raise Unwritable(path, value) from None
     return Recorded(text, base64.b64encode(data).decode("ascii"))
 
 
-def _unwritable(values: Sequence[Any]) -> object:
-    for value in values:
-        try:
-            pickle.dumps(value)
+def _unwritable(signature: TracedSignature, modules: Sequence[str]) -> tuple[str | None, object]:
+    """``(path, value)`` of the first value of ``signature`` that cannot be written."""
+    keystr: Any = cast(Any, jax).tree_util.keystr
+    for argument in signature.recorded:
+        for path, value in zip(argument.paths, argument.values, strict=False):
+            if not values.pickles(value, modules):
+                where = argument.name if argument.static else argument.name + keystr(path)
+                return values.culprit(value, where, modules)
+        if argument.static or values.pickles(argument.treedef, modules):
+            continue
+        try:  # a static inside the tree structure: found in the value rebuilt around it
+            rebuilt = argument.treedef.unflatten(argument.values)
         except Exception:
-            return value
-    return values
+            return argument.name, argument.treedef
+        return values.culprit(rebuilt, argument.name, modules)
+    return None, signature
 
 
 def decode(recorded: Recorded) -> TracedSignature:
-    """The `TracedSignature` back; raises what unpickling raises."""
+    """The `TracedSignature` back; raises what unpickling raises (`values.Gone` for a
+    module-level object no longer there)."""
     signature = pickle.loads(base64.b64decode(recorded.data))
     if not isinstance(signature, TracedSignature):
         raise ManifestError(f"a signature is a {type(signature).__name__}")

@@ -285,16 +285,9 @@ class WarmStart:
         if name is None:
             return
         try:
-            recorded = manifest.encode(entry)
+            recorded = manifest.encode(entry, function)
         except manifest.Unwritable as unwritable:
-            logger.info(
-                "tinax warm start: %s: trace %d is not recorded: argument %r holds %s, "
-                "which cannot be written (it will trace on its first call next run)",
-                name,
-                entry.number,
-                unwritable.argument,
-                record.value_text(unwritable.value),
-            )
+            _log_unwritable(name, entry.number, unwritable)
             recorded = None
         warming = bool(getattr(self._local, "warming", False))
         with self._lock:
@@ -388,6 +381,24 @@ class WarmStart:
         with self._lock:
             pending = [found for ref in self._pending if (found := ref()) is not None]
         return all(item.wait(timeout) for item in pending)
+
+
+def _log_unwritable(name: str, number: int, unwritable: manifest.Unwritable) -> None:
+    """One line: the value that keeps trace ``number`` out of the manifest, by its path."""
+    value = unwritable.value
+    where = (
+        f"{unwritable.path} holds {record.value_text(value, 200)} (type {type(value).__name__})"
+        if unwritable.path is not None
+        else "its ambient mesh or a JAX config value"
+    )
+    logger.info(
+        "tinax warm start: %s: trace %d is not recorded: %s, which cannot be written "
+        "(only plain values, and objects bound to a module-level name, are recorded); "
+        "it traces on its first call next run",
+        name,
+        number,
+        where,
+    )
 
 
 def _called(number: int, reference: _LedgerRef | None) -> bool:
@@ -574,7 +585,7 @@ def _live_manifest() -> manifest.Manifest:
         kept: list[manifest.Recorded] = []
         for entry in owner.traced_signatures:
             try:
-                kept.append(manifest.encode(entry))
+                kept.append(manifest.encode(entry, owner.function))
             except manifest.Unwritable:
                 continue
         places[name] = manifest.Place(
