@@ -126,6 +126,30 @@ class TestTwoRuns:
         assert third["traces_used"] == 1
 
 
+def _killed(path, signal_number, *options, log):
+    """Runs the program until it printed its facts, waits one second, sends the
+    signal (no exit handler runs): the facts."""
+    process = subprocess.Popen(
+        [sys.executable, str(PROGRAM), str(path), "--hang", *options],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=_environment(),
+    )
+    try:
+        facts = json.loads(process.stdout.readline())
+        time.sleep(1.0)
+        process.send_signal(signal_number)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+    assert process.returncode == -signal_number
+    return facts
+
+
 class TestPreemption:
     @pytest.mark.parametrize(
         "signal_number", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"]
@@ -135,29 +159,17 @@ class TestPreemption:
     ):
         path = tmp_path / "signatures.json"
         with open(tmp_path / "log.txt", "w") as log:
-            process = subprocess.Popen(
-                [sys.executable, str(PROGRAM), str(path), "--hang"],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                env=_environment(),
-            )
-            try:
-                assert process.stdout.readline().strip() == "called"
-                time.sleep(1.0)
-                process.send_signal(signal_number)  # no exit handler runs
-                process.wait(timeout=60)
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
-                process.stdout.close()
-        assert process.returncode == -signal_number
-        assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
-        if signal_number == signal.SIGTERM:
-            facts, _ = run(path, "--wait")
-            assert facts["traces_before_call"] == 1  # warm: compiled before its call
-            assert (facts["runs"], facts["traces_used"]) == (1, 1)
+            first = _killed(path, signal_number, log=log)
+            assert first["traces_before_call"] is None and first["traces_used"] == 1
+            assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+            if signal_number == signal.SIGKILL:
+                return
+            second = _killed(path, signal_number, "--wait", log=log)
+        assert second["traces_before_call"] == 1  # warm: compiled before its call
+        assert (second["runs"], second["traces_used"]) == (1, 1)  # the call ran from it
+        # and the killed warm run's use of it was written too
+        [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
+        assert (place["runs"], place["signatures"][0]["runs"]) == (2, 2)
 
 
 class TestUse:

@@ -4,8 +4,8 @@
         [--static-lambda] [--wait] [--version 1|2] [--calls N] [--then-batch N] [--hang]
 
 Prints one JSON line of facts at the end (traces, compiles, body runs). Log records
-of the ``tinax`` logger go to stderr. With ``--hang`` it prints ``called`` after its
-calls and sleeps until it is killed (a preempted job).
+of the ``tinax`` logger go to stderr. With ``--hang`` it then sleeps until it is
+killed (a preempted job).
 """
 
 import argparse
@@ -76,9 +76,6 @@ def main():
     results = []
     for _ in range(args.calls):
         results.append(float(step_jit(jnp.ones((args.batch, 3)), 2.0)))
-    if args.hang:  # until a signal ends it: no exit, no exit handlers
-        print("called", flush=True)
-        time.sleep(600)
     # issue 35: a warm-compiled trace is a compiled trace, for explain too
     built["explain_lines"] = str(step_jit.explain(jnp.ones((args.batch, 3)), 2.0)).count("\n")
     if args.static_lambda:
@@ -100,8 +97,11 @@ def main():
                 "jax": jax.__version__,
                 **built,
             }
-        )
+        ),
+        flush=True,
     )
+    if args.hang:  # until a signal ends it: no exit, no exit handlers
+        time.sleep(600)
 
 
 if __name__ == "__main__":
