@@ -6,8 +6,11 @@ import importlib
 import json
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
+import time
 import types
 from pathlib import Path
 
@@ -50,16 +53,20 @@ STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit 
 APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
 
 
-def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
-    """Runs the program once in a fresh process: (facts printed, its log)."""
+def _environment(env=None):
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TINAX_")}
     environment["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
     environment.update(env or {})
+    return environment
+
+
+def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
+    """Runs the program once in a fresh process: (facts printed, its log)."""
     done = subprocess.run(
         [sys.executable, str(program), str(path), *options],
         capture_output=True,
         text=True,
-        env=environment,
+        env=_environment(env),
         timeout=300,
     )
     if expect_ok:
@@ -136,6 +143,70 @@ class TestTwoRuns:
         assert third["traces_used"] == 1
 
 
+def _killed(path, signal_number, *options, log):
+    """Runs the program until it printed its facts, waits one second, sends the
+    signal (no exit handler runs): the facts."""
+    process = subprocess.Popen(
+        [sys.executable, str(PROGRAM), str(path), "--hang", *options],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env=_environment(),
+    )
+    try:
+        facts = json.loads(process.stdout.readline())
+        time.sleep(1.0)
+        process.send_signal(signal_number)
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+    assert process.returncode == -signal_number
+    return facts
+
+
+class TestPreemption:
+    @pytest.mark.parametrize(
+        "signal_number", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"]
+    )
+    def test_a_run_killed_a_second_after_its_first_trace_leaves_it_and_the_next_starts_warm(
+        self, tmp_path, signal_number
+    ):
+        path = tmp_path / "signatures.json"
+        with open(tmp_path / "log.txt", "w") as log:
+            first = _killed(path, signal_number, log=log)
+            assert first["traces_before_call"] is None and first["traces_used"] == 1
+            assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+            if signal_number == signal.SIGKILL:
+                return
+            second = _killed(path, signal_number, "--wait", log=log)
+        assert second["traces_before_call"] == 1  # warm: compiled before its call
+        assert (second["runs"], second["traces_used"]) == (1, 1)  # the call ran from it
+        # and the killed warm run's use of it was written too
+        [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
+        assert (place["runs"], place["signatures"][0]["runs"]) == (2, 2)
+
+
+class TestUse:
+    def test_what_runs_use_outranks_a_one_off_run(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path, "--batch", "64")
+        run(path, "--batch", "64")
+        run(path, "--batch", "48")  # a one-off: 64 compiled ahead in vain, 48 traced
+        assert _texts(path, "step") == [
+            "x: f32[64,3], scale: weak-typed f32[]",  # two runs used it
+            "x: f32[48,3], scale: weak-typed f32[]",  # one, the latest
+        ]
+        facts, _ = run(path, "--batch", "64", "--wait")  # max_traces=1: one compiled ahead
+        assert facts["traces_before_call"] == 1
+        assert (facts["runs"], facts["traces_used"]) == (1, 1)  # the call ran from it
+        [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
+        assert place["runs"] == 4
+        assert [(s["runs"], s["last"]) for s in place["signatures"]] == [(3, 4), (1, 3)]
+
+
 class TestNothingWrongBecauseOfAManifest:
     def test_a_stale_signature_gives_its_place_to_the_call_and_the_miss_is_explained(
         self, tmp_path
@@ -161,7 +232,7 @@ class TestNothingWrongBecauseOfAManifest:
         assert facts["traces_before_call"] == 0
         assert facts["traces_used"] == 1
         assert "cannot be used (not JSON" in log
-        assert "starting cold, and it is rewritten at exit" in log
+        assert "starting cold, and it is written anew" in log
         assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
 
     def test_a_signature_that_no_longer_unpickles_is_a_warning_and_the_call_runs_cold(
@@ -384,10 +455,81 @@ class TestManifestFile:
         else:
             assert all(isinstance(place, manifest.Place) for place in read.places.values())
 
-    def test_merged_puts_this_runs_signatures_first_without_repeats(self):
+    def test_a_run_counts_once_per_object_and_signature_and_ranks_most_used_then_recent(self):
         a, b, c = (manifest.Recorded(text, text) for text in "abc")
-        assert manifest.merged([b], [a, b, c]) == (b, a, c)
-        assert manifest.merged([a, b], [c], limit=2) == (a, b)
+        place = manifest.used(None, "f", None, [a, b, a])
+        assert place.runs == 1
+        assert [(r.text, r.runs, r.last) for r in place.signatures] == [("a", 1, 1), ("b", 1, 1)]
+        place = manifest.used(place, "f", None, [b])
+        place = manifest.used(place, "f", None, [b])
+        place = manifest.used(place, "f", None, [c])  # a one-off
+        assert [(r.text, r.runs, r.last) for r in place.signatures] == [
+            ("b", 3, 3),  # most used
+            ("c", 1, 4),  # then the most recent
+            ("a", 1, 1),
+        ]
+        assert manifest.used(place, "g", "code", []) == place  # a run that did not use it
+
+    def test_a_signature_the_last_runs_did_not_use_is_dropped(self):
+        a, b = manifest.Recorded("a", "a"), manifest.Recorded("b", "b")
+        place = manifest.used(None, "f", None, [a, b])
+        for _ in range(manifest.RETIRE_AFTER_RUNS - 1):
+            place = manifest.used(place, "f", None, [a])
+        assert [r.text for r in place.signatures] == ["a", "b"]
+        stale = place
+        place = manifest.used(place, "f", None, [a])
+        assert [r.text for r in place.signatures] == ["a"]
+        # nor does an older file merged in bring it back
+        mine, theirs = manifest.Manifest({}, {"f": place}), manifest.Manifest({}, {"f": stale})
+        assert [r.text for r in manifest.combined(mine, theirs).places["f"].signatures] == ["a"]
+
+    def test_combined_keeps_every_object_and_signature_of_both_with_the_larger_counts(self):
+        x, y = manifest.Recorded("x", "mine", 2, 3), manifest.Recorded("y", "y", 1, 1)
+        mine = manifest.Manifest({"jax": "1"}, {"f": manifest.Place("f", None, (x,), 3)})
+        theirs = manifest.Manifest(
+            {},
+            {
+                "f": manifest.Place("f", None, (manifest.Recorded("x", "theirs", 5, 2), y), 3),
+                "g": manifest.Place("g", None, (y,), 1),
+            },
+        )
+        both = manifest.combined(mine, theirs)
+        assert set(both.places) == {"f", "g"}
+        assert both.places["f"].signatures == (manifest.Recorded("x", "mine", 5, 3), y)
+        assert both.environment == {"jax": "1"}
+
+    def test_a_manifest_of_format_1_reads_as_one_run_in_its_order(self, tmp_path):
+        path = tmp_path / "m.json"
+        signatures = [{"text": t, "data": t} for t in ("b", "a")]
+        old = {"function": "f", "code": None, "signatures": signatures}
+        content = {"format": "tinax warm start 1", "environment": {}, "objects": {"f": old}}
+        path.write_text(json.dumps(content))
+        place = manifest.read(path).places["f"]
+        assert place.runs == 1
+        assert place.signatures == (manifest.Recorded("b", "b"), manifest.Recorded("a", "a"))
+        assert (place.signatures[0].runs, place.signatures[0].last) == (1, 1)
+
+    def test_two_writers_of_one_file_lose_nothing(self, tmp_path):
+        # Two processes given one path (or one job's processes before
+        # jax.distributed): each write merges what the file holds, under a lock.
+        path = tmp_path / "m.json"
+        missing = []
+
+        def writer(tag):
+            places = {}
+            for index in range(25):
+                recorded = manifest.Recorded(f"x: f32[{index}]", "data")
+                places[f"{tag}{index}"] = manifest.Place("f", None, (recorded,), 1)
+                manifest.save(path, manifest.Manifest({}, dict(places)))
+                missing.extend(set(places) - set(manifest.read(path).places))
+
+        threads = [threading.Thread(target=writer, args=(tag,)) for tag in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert missing == []
+        assert len(manifest.read(path).places) == 50
 
     def test_a_write_replaces_the_file_whole(self, tmp_path):
         path = tmp_path / "deep" / "m.json"
@@ -451,3 +593,85 @@ class TestValuesByReference:
             manifest.encode(stepper.traced_signatures[0], step)
         assert raised.value.path == "optimizer.tx.init"
         assert type(raised.value.value).__name__ == "function"
+
+
+class TestRecordingAsItTraces:
+    def test_a_reader_never_sees_a_partial_file_while_traces_are_written(
+        self, no_session, monkeypatch, tmp_path
+    ):
+        monkeypatch.setattr(session, "_WRITE_DELAY", 0.0)  # as many writes as can be
+        writes = []
+        write = manifest.write
+        monkeypatch.setattr(manifest, "write", lambda *a: (writes.append(1), write(*a)))
+        path = tmp_path / "m.json"
+        tinax.warm_start(path)
+        stop, reads, errors = threading.Event(), [], []
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    reads.append(manifest.read(path))
+                except FileNotFoundError:
+                    continue
+                except Exception as error:
+                    errors.append(error)
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        try:
+            add = bounded_jit(lambda x: x + 1, max_traces=40)
+            for size in range(1, 41):
+                add(jnp.ones(size))
+            deadline = time.monotonic() + 30
+            while len(_texts_of(path)) < 40 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            thread.join()
+        assert errors == []
+        assert len(writes) > 1 and len(reads) > 1
+        assert _texts_of(path) == [f"x: f32[{size}]" for size in range(1, 41)]
+
+    def test_a_trace_wakes_the_writer_once_and_a_cached_call_never(
+        self, no_session, monkeypatch, tmp_path
+    ):
+        tinax.warm_start(tmp_path / "m.json")
+        active = session.active()
+        wakes = []
+        monkeypatch.setattr(active._writer, "wake", lambda: wakes.append(1))
+        triple = bounded_jit(lambda x: x * 3, max_traces=1)
+        triple(jnp.ones(3))
+        assert len(wakes) == 1
+        for _ in range(20):
+            triple(jnp.ones(3))
+        assert len(wakes) == 1
+
+    def test_each_process_of_a_job_has_its_own_file_and_a_new_one_starts_from_process_0s(
+        self, no_session, monkeypatch, tmp_path
+    ):
+        path = str(tmp_path / "signatures.json")
+        job = types.SimpleNamespace(process_id=3, num_processes=4)
+        monkeypatch.setattr(session.private, "distributed_state", lambda: job)
+        assert session.own_file(path) == str(tmp_path / "signatures.process-3.json")
+        assert session.own_file(str(tmp_path / "signatures")) == str(
+            tmp_path / "signatures.process-3"
+        )
+        job.process_id = 0
+        assert session.own_file(path) == path
+        job.process_id, job.num_processes = 3, 1
+        assert session.own_file(path) == path
+        job.num_processes = 4
+        place = manifest.Place("f", None, (manifest.Recorded("x: f32[3]", "data"),), 1)
+        manifest.write(path, manifest.Manifest({}, {"f built at a.py:1, #0": place}))
+        tinax.warm_start(path)
+        active = session.active()
+        assert active.file == str(tmp_path / "signatures.process-3.json")
+        assert set(active.snapshot().places) == {"f built at a.py:1, #0"}
+
+
+def _texts_of(path):
+    try:
+        content = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return []
+    return [s["text"] for place in content["objects"].values() for s in place["signatures"]]

@@ -1,10 +1,11 @@
 """A program that starts warm, run twice by `tests/test_warm_start.py` in fresh processes.
 
     python warm_start_program.py MANIFEST [--batch N] [--max-traces K] [--slow S]
-        [--static-lambda] [--wait] [--version 1|2] [--calls N] [--then-batch N]
+        [--static-lambda] [--wait] [--version 1|2] [--calls N] [--then-batch N] [--hang]
 
 Prints one JSON line of facts at the end (traces, compiles, body runs). Log records
-of the ``tinax`` logger go to stderr.
+of the ``tinax`` logger go to stderr. With ``--hang`` it then sleeps until it is
+killed (a preempted job).
 """
 
 import argparse
@@ -36,6 +37,7 @@ def main():
     parser.add_argument("--version", type=int, default=1)
     parser.add_argument("--calls", type=int, default=1)
     parser.add_argument("--then-batch", type=int, default=None)  # a last call, of that batch
+    parser.add_argument("--hang", action="store_true")
     args = parser.parse_args()
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
@@ -95,8 +97,11 @@ def main():
                 "jax": jax.__version__,
                 **built,
             }
-        )
+        ),
+        flush=True,
     )
+    if args.hang:  # until a signal ends it: no exit, no exit handlers
+        time.sleep(600)
 
 
 if __name__ == "__main__":

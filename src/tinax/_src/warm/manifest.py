@@ -14,6 +14,13 @@ environment (JAX and jaxlib versions, backend, devices, XLA flags) and each
 function's code digest are written too: they say, next run, why JAX's persistent
 cache may miss.
 
+Each object and signature carries its use: ``runs``, how many runs used the object
+(a call traced or ran from one of its signatures), and per signature how many runs
+used it and the object's run that used it last (``last``). The signatures are kept
+most used first, then most recent; one that the object's last `RETIRE_AFTER_RUNS`
+runs did not use is dropped. `save` writes under a lock file, merging what the
+file holds (another process's records), so that two writers lose nothing.
+
 Nothing here raises on a bad file: `read` says why it cannot use one
 (`ManifestError`), and the caller logs it and starts cold.
 """
@@ -21,6 +28,7 @@ Nothing here raises on a bad file: `read` says why it cannot use one
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import marshal
@@ -28,7 +36,8 @@ import os
 import pickle
 import platform
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -37,8 +46,11 @@ import jax
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.warm import values
 
-FORMAT = "tinax warm start 1"
-MAX_SIGNATURES = 64  # kept per object, newest run first
+FORMAT = "tinax warm start 2"
+_FORMAT_1 = "tinax warm start 1"  # read as every signature used by one run, in file order
+MAX_SIGNATURES = 64  # kept per object, most used first
+RETIRE_AFTER_RUNS = 5  # a signature the object's last 5 runs did not use is dropped
+_LOCK_WAIT_S = 10.0  # then written without the lock (a writer holds it for milliseconds)
 
 
 class ManifestError(Exception):
@@ -58,20 +70,26 @@ class Unwritable(Exception):
 
 @attrs.frozen
 class Recorded:
-    """One traced signature as written: its text and its pickle (base64)."""
+    """One traced signature as written: its text and its pickle (base64); ``runs``, how
+    many runs of its object used it, and ``last``, the object's run (`Place.runs`) that
+    used it last."""
 
     text: str
     data: str
+    runs: int = 1
+    last: int = 1
 
 
 @attrs.frozen
 class Place:
     """What the manifest keeps of one object: its function, the digest of its code,
-    and its signatures, in the order they were traced."""
+    its signatures (most used first, then most recent), and ``runs``, how many runs
+    used the object."""
 
     function: str
     code: str | None
     signatures: tuple[Recorded, ...]
+    runs: int = 1
 
 
 @attrs.frozen
@@ -187,7 +205,8 @@ def read(path: str | os.PathLike[str]) -> Manifest:
         content = json.loads(text)
     except ValueError as error:
         raise ManifestError(f"not JSON ({error})") from None
-    if not isinstance(content, dict) or cast(dict[str, Any], content).get("format") != FORMAT:
+    found = cast(dict[str, Any], content).get("format") if isinstance(content, dict) else None
+    if found not in (FORMAT, _FORMAT_1):
         raise ManifestError(f'not a tinax warm-start manifest (no "format": {FORMAT!r})')
     body = cast(dict[str, Any], content)
     env = body.get("environment", {})
@@ -208,26 +227,41 @@ def _place(name: str, entry: object) -> Place:
     signatures = fields.get("signatures", [])
     if not isinstance(signatures, list):
         raise ManifestError(f'object {name!r}: "signatures" is not a list')
+    runs = _count(name, fields, "runs")
     kept: list[Recorded] = []
     for item in cast(list[Any], signatures):
         if not isinstance(item, dict):
             raise ManifestError(f"object {name!r}: a signature is not a JSON object")
-        text, data = cast(dict[str, Any], item).get("text"), cast(dict[str, Any], item).get("data")
+        signature = cast(dict[str, Any], item)
+        text, data = signature.get("text"), signature.get("data")
         if not isinstance(text, str) or not isinstance(data, str):
             raise ManifestError(f'object {name!r}: a signature lacks "text" or "data"')
-        kept.append(Recorded(text, data))
+        kept.append(
+            Recorded(text, data, _count(name, signature, "runs"), _count(name, signature, "last"))
+        )
     code = fields.get("code")
     function = fields.get("function")
     return Place(
         str(function) if function is not None else name,
         code if isinstance(code, str) else None,
-        tuple(kept),
+        tuple(ranked(kept)),
+        runs,
     )
 
 
+def _count(name: str, fields: Mapping[str, Any], key: str) -> int:
+    """A use count; 1 where absent (a manifest of format 1: one run used everything)."""
+    value = fields.get(key, 1)
+    if type(value) is not int or value < 0:
+        raise ManifestError(f"object {name!r}: {key!r} is not a count (an int >= 0)")
+    return value
+
+
 def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
-    """Writes ``manifest`` to ``path`` at once (a file next to it, then renamed): a
-    run killed while writing leaves the old manifest whole."""
+    """Writes ``manifest`` to ``path`` at once: a temporary file in the same folder,
+    flushed to disk (``fsync``), then renamed over ``path`` (``os.replace``). A reader
+    sees the old file or the new one, whole; a run killed while writing leaves the old
+    one."""
     content = {
         "format": FORMAT,
         "environment": dict(manifest.environment),
@@ -235,8 +269,15 @@ def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
             name: {
                 "function": place.function,
                 "code": place.code,
+                "runs": place.runs,
                 "signatures": [
-                    {"text": recorded.text, "data": recorded.data} for recorded in place.signatures
+                    {
+                        "text": recorded.text,
+                        "runs": recorded.runs,
+                        "last": recorded.last,
+                        "data": recorded.data,
+                    }
+                    for recorded in place.signatures
                 ],
             }
             for name, place in sorted(manifest.places.items())
@@ -250,18 +291,131 @@ def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             json.dump(content, file, indent=1)
             file.write("\n")
+            file.flush()
+            os.fsync(file.fileno())
         os.replace(temporary, target)
     except BaseException:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+    _sync_folder(folder)
 
 
-def merged(
-    now: Sequence[Recorded], before: Sequence[Recorded], limit: int = MAX_SIGNATURES
-) -> tuple[Recorded, ...]:
-    """This run's signatures, then last run's that this run did not trace (by text),
-    at most ``limit``."""
-    seen = {recorded.text for recorded in now}
-    kept = list(now) + [recorded for recorded in before if recorded.text not in seen]
-    return tuple(kept[:limit])
+def _sync_folder(folder: str) -> None:
+    """Makes the rename itself durable (POSIX; elsewhere, and where the folder cannot be
+    opened, the rename is as durable as the file system makes it)."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
+
+
+def save(path: str | os.PathLike[str], manifest: Manifest) -> Manifest:
+    """Writes ``manifest`` to ``path`` merged with what the file holds now (`combined`),
+    under a lock file beside it, so that processes writing one file lose nothing of
+    each other's. Returns what was written. A file that cannot be read is replaced."""
+    target = os.fspath(path)
+    with _locked(target):
+        try:
+            on_disk = read(target)
+        except (OSError, ManifestError, UnicodeDecodeError):
+            on_disk = None
+        result = manifest if on_disk is None else combined(manifest, on_disk)
+        write(target, result)
+    return result
+
+
+@contextlib.contextmanager
+def _locked(target: str) -> Generator[None]:
+    """An exclusive ``flock`` on ``.<name>.lock`` beside ``target``, for at most
+    `_LOCK_WAIT_S` (then without it: a lost merge is a lost signature, never a corrupt
+    file). Where there is no ``fcntl`` (Windows) or the file system refuses locks, no
+    lock."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    folder, name = os.path.split(os.path.abspath(target))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        handle = os.open(os.path.join(folder, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+            except OSError:  # no locks on this file system
+                break
+        yield
+    finally:
+        os.close(handle)  # closing releases the lock
+
+
+def ranked(signatures: Iterable[Recorded]) -> list[Recorded]:
+    """Most used first, then most recent; in the given order where both tie."""
+    return sorted(signatures, key=lambda recorded: (-recorded.runs, -recorded.last))
+
+
+def _kept(place: Place) -> Place:
+    """``place`` with the signatures its last `RETIRE_AFTER_RUNS` runs did not use left
+    out, ranked, at most `MAX_SIGNATURES`."""
+    alive = [r for r in place.signatures if place.runs - r.last < RETIRE_AFTER_RUNS]
+    return attrs.evolve(place, signatures=tuple(ranked(alive)[:MAX_SIGNATURES]))
+
+
+def used(before: Place | None, function: str, code: str | None, now: Sequence[Recorded]) -> Place:
+    """The object's place after a run whose calls used the signatures ``now`` (in the
+    order they were traced; none: the place as it was). The run counts once for the
+    object and for each signature it used; the signatures no recent run used retire."""
+    if not now:
+        return before if before is not None else Place(function, code, (), 0)
+    runs = (before.runs if before is not None else 0) + 1
+    earlier = {r.text: r for r in before.signatures} if before is not None else {}
+    fresh: dict[str, Recorded] = {}
+    for recorded in now:
+        if recorded.text not in fresh:
+            old = earlier.get(recorded.text)
+            fresh[recorded.text] = attrs.evolve(
+                recorded, runs=(old.runs if old is not None else 0) + 1, last=runs
+            )
+    rest = [r for r in earlier.values() if r.text not in fresh]
+    return _kept(Place(function, code, (*fresh.values(), *rest), runs))
+
+
+def combined(mine: Manifest, theirs: Manifest) -> Manifest:
+    """``mine`` merged with ``theirs`` (the file as another writer left it): every
+    object and signature of either; where both hold one, the larger counts (a
+    signature's text is its identity), ``mine``'s pickle, function and code."""
+    places = dict(theirs.places)
+    for name, place in mine.places.items():
+        other = places.get(name)
+        places[name] = place if other is None else _combined(place, other)
+    return Manifest(mine.environment or theirs.environment, places)
+
+
+def _combined(mine: Place, theirs: Place) -> Place:
+    signatures = {r.text: r for r in mine.signatures}
+    for other in theirs.signatures:
+        own = signatures.get(other.text)
+        signatures[other.text] = (
+            other
+            if own is None
+            else attrs.evolve(own, runs=max(own.runs, other.runs), last=max(own.last, other.last))
+        )
+    runs = max(mine.runs, theirs.runs)
+    return _kept(Place(mine.function, mine.code, tuple(signatures.values()), runs))

@@ -3,9 +3,13 @@
 `warm_start(path)` is called once, at program start. From then on:
 
 - **Recording.** Each trace an object commits is encoded at trace time (its text
-  and its pickle, `manifest.encode`); at exit, or on `save_signatures`, the
-  signatures are written to ``path`` (`manifest.write`), merged with what the
-  file held for objects this run did not trace.
+  and its pickle, `manifest.encode`) and wakes a daemon writer thread, which writes
+  the file `_WRITE_DELAY` seconds later (`manifest.save`: a temporary file, fsync,
+  rename; merged under a lock with what the file holds), so that a run killed at any
+  moment leaves what it traced; and once more at exit. The file is the process's
+  own: ``path``, or under ``jax.distributed`` ``<path stem>.process-<i><suffix>``
+  for process ``i > 0``. Each object's run that used a signature counts
+  (`manifest.used`): the most used, then most recent, compile ahead.
 - **Warm compiles.** An object built at a place the manifest names (same function,
   file, line and rank there) starts compiling the recorded signatures at once, in
   background threads: `precompile`, one task per signature, at most the object's
@@ -33,6 +37,7 @@ import os
 import queue
 import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, cast
@@ -55,6 +60,7 @@ _VARIABLE = "TINAX_WARM_START"
 
 _LedgerRef = weakref.ref["Ledger"]
 _WATCHED_CALLS = 16  # calls that may confirm warm traces before the call is the jax.jit's
+_WRITE_DELAY = 0.25  # seconds from a trace to its write: the traces of a burst, one write
 
 
 class _Warming:
@@ -79,10 +85,12 @@ class _Warming:
         "_lock",
         "_original",
         "_owner",
+        "_used",
     )
 
-    def __init__(self, owner: Any, ledger: Ledger, count: int) -> None:
+    def __init__(self, owner: Any, ledger: Ledger, count: int, used: Callable[[], None]) -> None:
         self._owner = weakref.ref(owner)
+        self._used = used  # a call ran from a warm trace: the manifest has news
         self._ledger = ledger
         self._original: Callable[..., Any] = owner._call  # built now if not yet
         self._left = count
@@ -116,7 +124,10 @@ class _Warming:
                 reused = None
             if reused is not None:
                 with ledger.lock:
+                    confirmed = reused in ledger.provisional
                     ledger.provisional.discard(reused)
+                if confirmed:
+                    self._used()
         if not ledger.provisional or calls >= _WATCHED_CALLS:
             self._restore()
 
@@ -173,12 +184,45 @@ class _Workers:
             task()
 
 
+class _Writer:
+    """A daemon thread that writes the manifest `_WRITE_DELAY` seconds after it is
+    woken (a trace, a warm trace a call ran from), off the call path: a trace costs a
+    `threading.Event.set`, a cached call nothing. Woken again while writing, it writes
+    again. Daemon: it never holds up the exit, whose own write comes last."""
+
+    def __init__(self, write: Callable[[], None]) -> None:
+        self._write = write
+        self._wanted = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def wake(self) -> None:
+        self._wanted.set()
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="tinax-warm-start-writer", daemon=True
+                    )
+                    self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            time.sleep(_WRITE_DELAY)
+            self._wanted.clear()  # what comes from now on wakes it again
+            self._write()
+
+
 class WarmStart:
     """One program's warm start: the manifest read at start, this run's signatures,
-    the warm compiles in flight."""
+    the warm compiles in flight, the writer."""
 
-    def __init__(self, path: str, workers: int, loaded: manifest.Manifest | None) -> None:
+    def __init__(
+        self, path: str, workers: int, loaded: manifest.Manifest | None, file: str | None = None
+    ) -> None:
         self.path = path
+        self.file = path if file is None else file  # this process's own manifest
         self._workers = _Workers(workers)
         self._loaded: dict[str, manifest.Place] = dict(loaded.places) if loaded else {}
         self._loaded_environment = dict(loaded.environment) if loaded else {}
@@ -190,6 +234,11 @@ class WarmStart:
         self._local = threading.local()
         self._environment_checked = False
         self._pending: list[weakref.ref[_Warming]] = []
+        self._environment_now: dict[str, str] | None = None
+        self._writer = _Writer(self._write_in_background)
+        self._write_lock = threading.Lock()  # one write at a time, each of a newer snapshot
+        self._stopped = False  # exit's write is done: no more
+        self._write_failed = False
 
     # --- wrap time -------------------------------------------------------------------
 
@@ -201,7 +250,8 @@ class WarmStart:
         place = None if name is None else self._loaded.get(name)
         if name is None or place is None or not place.signatures:
             return
-        chosen = place.signatures[: max(0, owner.max_traces - owner.traces_used)]
+        budget = max(0, owner.max_traces - owner.traces_used)
+        chosen = manifest.ranked(place.signatures)[:budget]  # most used, then most recent
         if not chosen:
             return
         self._check_environment()
@@ -214,7 +264,7 @@ class WarmStart:
                 len(chosen),
             )
         mesh = private.ambient_concrete_mesh()  # the building thread's: workers have none
-        pending = _Warming(owner, ledger, len(chosen))
+        pending = _Warming(owner, ledger, len(chosen), self._writer.wake)
         pending.install()
         with self._lock:
             self._pending.append(weakref.ref(pending))
@@ -300,6 +350,8 @@ class WarmStart:
                 kept = (entry.number, recorded, weakref.ref(ledger) if warming else None)
                 self._recorded.setdefault(name, []).append(kept)
         if not warming:
+            if recorded is not None:
+                self._writer.wake()  # a warm trace is news once a call runs from it
             self._explain_miss(name, entry)
 
     def _explain_miss(self, name: str, entry: TracedSignature) -> None:
@@ -340,8 +392,9 @@ class WarmStart:
     # --- saving ----------------------------------------------------------------------
 
     def snapshot(self) -> manifest.Manifest:
-        """What `save` writes: this run's signatures first, then last run's for the same
-        objects, and last run's objects that this run did not trace."""
+        """What `save` writes: the manifest read at start, with this run's use of each
+        object counted (`manifest.used`: the signatures its calls used, traced or run
+        from a warm trace); objects this run did not use as they were."""
         with self._lock:
             recorded = {
                 name: [kept for number, kept, ledger in found if _called(number, ledger)]
@@ -350,28 +403,52 @@ class WarmStart:
             functions = dict(self._functions)
         places = dict(self._loaded)
         for name, found in recorded.items():
-            before = places.get(name)
-            function, code = functions[name]
-            places[name] = manifest.Place(
-                function,
-                code,
-                manifest.merged(found, before.signatures if before is not None else ()),
-            )
-        env = _environment_or(self._loaded_environment) if recorded else self._loaded_environment
+            if found:
+                function, code = functions[name]
+                places[name] = manifest.used(places.get(name), function, code, found)
+        env = self._loaded_environment
+        if any(recorded.values()):
+            if self._environment_now is None:
+                self._environment_now = _environment_or({})
+            env = self._environment_now or env
         return manifest.Manifest(env, places)
 
     def save(self, path: str | None = None) -> None:
-        target = self.path if path is None else path
-        manifest.write(target, self.snapshot())
+        """Writes the snapshot: to this process's file merged with what it holds, or
+        whole to ``path``."""
+        with self._write_lock:
+            if path is None:
+                manifest.save(self.file, self.snapshot())
+            else:
+                manifest.write(path, self.snapshot())
+
+    def _write_in_background(self) -> None:
+        with self._write_lock:
+            if self._stopped:
+                return
+            try:
+                manifest.save(self.file, self.snapshot())
+            except Exception as error:  # the next trace tries again, and the exit
+                if not self._write_failed:
+                    self._write_failed = True
+                    logger.warning(
+                        "tinax warm start: signatures not written to %s (tried again at "
+                        "the next trace and at exit): %s: %s",
+                        self.file,
+                        type(error).__name__,
+                        error,
+                    )
 
     def save_at_exit(self) -> None:
         self._workers.stopped = True
         try:
-            self.save()
+            with self._write_lock:
+                self._stopped = True
+                manifest.save(self.file, self.snapshot())
         except Exception as error:  # at exit: a log line, never a traceback
             logger.warning(
                 "tinax warm start: signatures not written to %s: %s: %s",
-                self.path,
+                self.file,
                 type(error).__name__,
                 error,
             )
@@ -403,8 +480,8 @@ def _log_unwritable(name: str, number: int, unwritable: manifest.Unwritable) -> 
 
 def _called(number: int, reference: _LedgerRef | None) -> bool:
     """Whether trace ``number`` ran a call: any trace a call made, and a warm trace that a
-    call ran from (neither provisional nor given back). Warm traces no call used go after
-    this run's, so that a stale signature drifts out of the budget's first places."""
+    call ran from (neither provisional nor given back). Only these count as this run's
+    use of a signature; a warm trace no call used leaves its counts as they were."""
     if reference is None:
         return True
     ledger = reference()
@@ -478,22 +555,37 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
 
     Call it once, at program start, before the budgeted objects are built (and
     after `jax.distributed.initialize`, where a job calls it). Every
-    `BoundedJit`/`BatchedJit` built afterwards records the signatures it traces;
-    at exit (and on `save_signatures`) they are written to ``path``, a JSON file
-    a person can read. On the next run, an object built at a recorded place (its
-    function, the file and line where it was built, its rank among the objects
-    built there) starts compiling its recorded signatures at once, in background
-    threads, while the program goes on loading data: its first call finds the
-    executable ready or waits only for what remains. These traces count in the
-    object's budget as `precompile`'s do (at most the budget is warm-compiled).
+    `BoundedJit`/`BatchedJit` built afterwards records the signatures it traces
+    in ``path``, a JSON file a person can read: a background thread writes it
+    within a second of each new trace (a temporary file, flushed to disk, then
+    renamed over ``path``: a reader never sees half a file), and again at exit, so
+    a run killed at any moment (SIGTERM, SIGKILL, a crash) leaves what it traced.
+    A cached call does no recording work.
+
+    On the next run, an object built at a recorded place (its function, the file
+    and line where it was built, its rank among the objects built there) starts
+    compiling its recorded signatures at once, in background threads, while the
+    program goes on loading data: its first call finds the executable ready or
+    waits only for what remains. These traces count in the object's budget as
+    `precompile`'s do: at most the budget is warm-compiled, the signatures most
+    runs used first, then the most recent. A signature that the object's last 5
+    runs did not use (runs that called the object) is dropped from the file.
+
+    Under ``jax.distributed`` with several processes, each process records in a
+    file of its own: process 0 in ``path``, process ``i`` in
+    ``<stem>.process-<i><suffix>`` (``signatures.process-3.json``); a process
+    with no file yet starts from process 0's. Writers of one file (two programs
+    given one path) merge under a lock file beside it (``.<name>.lock``), so
+    neither loses the other's signatures.
 
     With JAX's persistent compilation cache set (``jax_compilation_cache_dir``),
     the warm compiles are loads from it. A trace that no recorded signature
     matches is logged at ``INFO`` on the ``tinax`` logger with its differences from
     the closest one; so is a change of JAX, backend, devices, XLA flags or the
     function's code since the recorded run. A missing, stale or corrupt manifest
-    is a log line: the run starts cold. ``TINAX_WARM_START=0`` turns warm start
-    off (nothing is read, compiled or written).
+    is a log line: the run starts cold. A manifest of an earlier tinax (format 1)
+    reads as signatures one run used. ``TINAX_WARM_START=0`` turns warm start off
+    (nothing is read, compiled or written).
 
     Args:
         path: The manifest's file (``str`` or ``os.PathLike``); it need not exist.
@@ -524,20 +616,46 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
                 f"{_API}: warm start is on already with path {current.path!r}; got "
                 f"{target!r} (call it once, at program start)."
             )
-        session = WarmStart(target, count, _load(target))
+        own = own_file(target)
+        session = WarmStart(target, count, _load(own, target), own)
         watchers.warm_hook = session
     atexit.register(session.save_at_exit)
 
 
-def _load(path: str) -> manifest.Manifest | None:
+def own_file(path: str) -> str:
+    """This process's manifest: ``path``, or under ``jax.distributed`` with several
+    processes, ``<stem>.process-<i><suffix>`` for process ``i > 0`` (process 0 keeps
+    ``path``, so a job that grows or shrinks keeps its history)."""
+    try:
+        state = private.distributed_state()
+        index, processes = int(state.process_id or 0), int(state.num_processes or 1)
+    except Exception:  # JAX moved it: every process merges into one file, under its lock
+        return path
+    if processes <= 1 or index <= 0:
+        return path
+    stem, suffix = os.path.splitext(path)
+    return f"{stem}.process-{index}{suffix}"
+
+
+def _load(path: str, first: str | None = None) -> manifest.Manifest | None:
+    """The manifest at ``path``; where there is none yet and ``path`` is another
+    process's file than ``first`` (process 0's), the one at ``first``: a job that grew
+    starts its new processes from process 0's signatures."""
     try:
         loaded = manifest.read(path)
     except FileNotFoundError:
+        if first is not None and first != path and os.path.exists(first):
+            logger.info(
+                "tinax warm start: no manifest at %s yet; starting from process 0's, %s",
+                path,
+                first,
+            )
+            return _load(first)
         logger.info("tinax warm start: no manifest at %s yet; this run records one", path)
         return None
     except (OSError, manifest.ManifestError, UnicodeDecodeError) as error:
         logger.warning(
-            "tinax warm start: %s cannot be used (%s); starting cold, and it is rewritten at exit",
+            "tinax warm start: %s cannot be used (%s); starting cold, and it is written anew",
             path,
             error,
         )
