@@ -34,7 +34,7 @@ from families.dispatch import (
     recording_row,
 )
 from families.meshes import _mesh_call_row, batched_mesh_row
-from families.models import nnx_row, static_nonarrays_row
+from families.models import equinox_row, nnx_row, static_nonarrays_row
 from families.plugin import pytest_plugin_row
 from families.warm_start import startup_rows
 from families.wrap import (
@@ -65,6 +65,9 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "bookkeeping": lambda quick: bookkeeping_row(tiny=False),
     "bookkeeping-tiny": lambda quick: bookkeeping_row(tiny=True),
     "static-nonarrays": static_nonarrays_row,
+    "equinox-train": lambda quick: equinox_row("train", quick),
+    "equinox-cnn-train": lambda quick: equinox_row("cnn-train", quick),
+    "equinox-eval": lambda quick: equinox_row("eval", quick),
     "pytest-plugin": pytest_plugin_row,
     "nnx": nnx_row,
     "warm-start": startup_rows,

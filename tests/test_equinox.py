@@ -170,6 +170,212 @@ class TestOutputs:
         assert step.traces_used == 3
 
 
+# --- the returned model: JAX's C++ dispatch, bit for bit eqx.filter_jit -------------------
+
+
+def python_dispatches(call: Any) -> int:
+    """How many Python frames of JAX's jit dispatch (its ``pjit`` module) ``call()`` runs:
+    none where JAX's C++ dispatch takes a cached call, one or more on its Python path."""
+    import sys
+
+    seen = [0]
+
+    def profile(frame: Any, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code.co_filename.endswith(os.path.join("_src", "pjit.py")):
+            seen[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        jax.block_until_ready(call())
+    finally:
+        sys.setprofile(None)
+    return seen[0]
+
+
+def assert_same(got: Any, expected: Any) -> None:
+    """The same tree, equal arrays bit for bit (dtype too), the same other leaves."""
+    got_leaves, got_tree = jax.tree_util.tree_flatten(got)
+    expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
+    assert got_tree == expected_tree
+    for mine, theirs in zip(got_leaves, expected_leaves, strict=True):
+        if eqx.is_array(theirs):
+            assert np.asarray(mine).dtype == np.asarray(theirs).dtype
+            np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs))
+        else:
+            assert type(mine) is type(theirs) and (mine is theirs or mine == theirs)
+
+
+class NormedCNN(eqx.Module):
+    """Conv, BatchNorm (its statistics in an ``eqx.nn.State``), Linear."""
+
+    conv: eqx.nn.Conv2d
+    norm: eqx.nn.BatchNorm
+    head: eqx.nn.Linear
+
+    def __init__(self, key: jax.Array) -> None:
+        first, second = jax.random.split(key)
+        self.conv = eqx.nn.Conv2d(1, 2, 3, key=first)
+        self.norm = eqx.nn.BatchNorm(2, axis_name="batch", mode="batch")
+        self.head = eqx.nn.Linear(2 * 4 * 4, 1, key=second)
+
+    def __call__(self, x: jax.Array, state: eqx.nn.State) -> tuple[jax.Array, eqx.nn.State]:
+        x, state = self.norm(self.conv(x), state)
+        return self.head(jax.nn.relu(x).reshape(-1)), state
+
+
+OPTIMIZER = optax.adamw(1e-2)
+
+
+def mlp_step(model: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+    def loss_fn(model: Any) -> jax.Array:
+        return jnp.mean((jax.vmap(model)(x) - y) ** 2)
+
+    loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+    updates, opt_state = OPTIMIZER.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), opt_state, loss
+
+
+def cnn_step(model: Any, state: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+    def loss_fn(model: Any) -> tuple[jax.Array, Any]:
+        batched = jax.vmap(model, axis_name="batch", in_axes=(0, None), out_axes=(0, None))
+        out, new_state = batched(x, state)
+        return jnp.mean((out - y) ** 2), new_state
+
+    (loss, state), grads = eqx.filter_value_and_grad(loss_fn, has_aux=True)(model)
+    updates, opt_state = OPTIMIZER.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+    return eqx.apply_updates(model, updates), state, opt_state, loss
+
+
+def cnn_eval(model: Any, state: Any, x: jax.Array) -> Any:
+    model = eqx.nn.inference_mode(model)
+    return jax.vmap(model, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, state)
+
+
+def mlp_training() -> tuple[Any, tuple[Any, ...], list[tuple[jax.Array, ...]]]:
+    model = mlp()
+    return (
+        mlp_step,
+        (model, OPTIMIZER.init(eqx.filter(model, eqx.is_array))),
+        batches((8, 16), (8, 4)),
+    )
+
+
+def cnn_training() -> tuple[Any, tuple[Any, ...], list[tuple[jax.Array, ...]]]:
+    model, state = eqx.nn.make_with_state(NormedCNN)(jax.random.key(0))
+    carried = (model, state, OPTIMIZER.init(eqx.filter(model, eqx.is_array)))
+    return cnn_step, carried, batches((8, 1, 6, 6), (8, 1))
+
+
+TRAININGS = [pytest.param(mlp_training, id="mlp-adamw"), pytest.param(cnn_training, id="cnn-bn")]
+
+
+class TestReturnedModel:
+    @pytest.mark.parametrize("training", TRAININGS)
+    def test_a_training_loop_equals_filter_jit_bit_for_bit(self, training):
+        step, carried, data = training()
+        ours = bounded_jit(step, max_traces=1, static_nonarrays=True)
+        theirs = eqx.filter_jit(step)
+        mine = expected = carried
+        for x, y in data:
+            *mine, loss = ours(*mine, x, y)
+            *expected, expected_loss = theirs(*expected, x, y)
+            assert_same(loss, expected_loss)
+            assert_same(mine, expected)
+        assert type(mine[0]) is type(carried[0])
+        if step is mlp_step:
+            assert mine[0].activation is jax.nn.relu
+        assert ours.traces_used == 1 and len(ours.traced_signatures) == 1
+        assert str(ours.explain(*mine, *data[0])).count("\n") == 0  # reuses trace #1
+
+    @pytest.mark.parametrize("training", TRAININGS)
+    def test_a_cached_training_step_stays_on_jax_s_cpp_dispatch(self, training):
+        step, carried, data = training()
+        ours = bounded_jit(step, max_traces=1, static_nonarrays=True)
+        x, y = data[0]
+        carried = ours(*carried, x, y)[:-1]
+        ours(*carried, x, y)
+        assert python_dispatches(lambda: ours(*carried, x, y)) == 0
+
+    def test_an_eval_step_equals_filter_jit_and_stays_on_jax_s_cpp_dispatch(self):
+        _, (model, state, _), data = cnn_training()
+        ours = bounded_jit(cnn_eval, max_traces=1, static_nonarrays=True)
+        for x, _ in data[:2]:
+            assert_same(ours(model, state, x), eqx.filter_jit(cnn_eval)(model, state, x))
+        assert python_dispatches(lambda: ours(model, state, data[0][0])) == 0
+
+    def test_functions_numbers_strings_and_none_come_back_on_jax_s_cpp_dispatch(self):
+        def function(model: Any, x: jax.Array, name: str) -> Any:
+            return {"y": model(x), "model": model, "name": name, "n": 3, "lr": 0.5, "no": None}
+
+        ours = bounded_jit(function, max_traces=1, static_nonarrays=True)
+        model, x = mlp(), jnp.ones(16)
+        for _ in range(3):
+            assert_same(ours(model, x, "run"), eqx.filter_jit(function)(model, x, "run"))
+        assert python_dispatches(lambda: ours(model, x, "run")["y"]) == 0
+
+    def test_an_all_array_output_stays_on_jax_s_cpp_dispatch(self):
+        ours = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        ours(mlp(), jnp.ones(16))
+        assert python_dispatches(lambda: ours(mlp(), jnp.ones(16))) == 0
+
+    def test_each_signature_gives_back_its_own_output_structure(self):
+        def function(x: jax.Array) -> Any:
+            if x.shape[0] == 2:
+                return {"x": x, "act": jax.nn.relu, "size": 2}
+            return (x * 2, "five", None, [x.shape[0], jnp.sin])
+
+        ours = bounded_jit(function, max_traces=2, static_nonarrays=True)
+        for size in (2, 5, 2, 5, 5, 2):
+            x = jnp.ones(size)
+            assert_same(ours(x), eqx.filter_jit(function)(x))
+        assert ours.traces_used == 2
+        assert python_dispatches(lambda: ours(jnp.ones(5))[0]) == 0
+        assert python_dispatches(lambda: ours(jnp.ones(2))["x"]) == 0
+
+    def test_a_returned_model_comes_back_whole_inside_an_outer_jit_and_grad(self):
+        step = bounded_jit(lambda m, x: (m(x), m), max_traces=1, static_nonarrays=True)
+        model, x = mlp(), jnp.ones(16)
+
+        def loss(m: Any) -> jax.Array:
+            y, returned = step(m, x)
+            assert returned.activation is jax.nn.relu
+            return y.sum() + returned(x).sum()
+
+        grads = eqx.filter_grad(loss)(model)
+        assert_same(grads, eqx.filter_grad(loss)(model))
+        assert float(jax.jit(lambda v: step(model, v)[1](v).sum())(x)) == pytest.approx(
+            float(model(x).sum())
+        )
+        assert step.traces_used == 1
+
+    def test_a_tree_of_out_shardings_still_gives_the_model_back(self, mesh8):
+        replicated = jax.sharding.NamedSharding(mesh8, jax.sharding.PartitionSpec())
+        step = bounded_jit(
+            lambda m, x: (m(x), m),
+            max_traces=1,
+            static_nonarrays=True,
+            out_shardings=(replicated, None),
+        )
+        for _ in range(2):
+            y, model = step(mlp(), jnp.ones(16))
+        assert y.sharding == replicated and model.activation is jax.nn.relu
+
+    def test_batched_output_with_static_leaves_stays_on_jax_s_cpp_dispatch(self):
+        def per_example(model: Scaled, x: jax.Array) -> Any:
+            return model(x), model, "tag"
+
+        step = batched_jit(per_example, in_axes=(None, 0), max_traces=1, static_nonarrays=True)
+        model, x = scaled(2), jnp.ones((4, 3))
+        y, returned, tag = step(model, x)
+        assert y.shape == (4, 2) and returned.power == 2 and tag == "tag"
+        assert returned.linear.weight.shape == (4, 2, 3)  # out_axes=0 batches every array
+        assert python_dispatches(lambda: step(model, x)[0]) == 0
+
+    def test_donation_is_still_refused_with_static_nonarrays(self):
+        with pytest.raises(ValueError, match="donate_argnums must be left unset"):
+            bounded_jit(mlp_step, max_traces=1, static_nonarrays=True, donate_argnums=0)
+
+
 # --- traces and diagnosis ------------------------------------------------------------------
 
 

@@ -77,6 +77,225 @@ def static_nonarrays_row(quick: bool) -> Row:
     )
 
 
+# --- equinox steps as users run them: the model and optimizer state returned --------------
+
+_EQUINOX_MISSING = "  not measured: equinox and optax (pip install -e '.[bench]')"
+
+
+def _equinox_steps() -> dict[str, tuple[Callable[..., Any], tuple[Any, ...], tuple[Any, ...]]]:
+    """The equinox steps the rows time: ``{row key: (step, carried, batch)}``. A step is
+    called ``step(*carried, *batch)`` and returns the new ``carried`` then its result (a
+    training step: the model, the state, the optimizer state, then the loss); the eval
+    step returns ``(predictions, state)`` and carries nothing."""
+    import equinox as eqx
+    import optax
+
+    optimizer = optax.adamw(1e-3)
+
+    def mlp_step(model: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+        def loss_fn(model: Any) -> jax.Array:
+            return jnp.mean((jax.vmap(model)(x) - y) ** 2)
+
+        loss, grads = eqx.filter_value_and_grad(loss_fn)(model)
+        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), opt_state, loss
+
+    class CNN(eqx.Module):
+        convs: tuple[eqx.nn.Conv2d, eqx.nn.Conv2d]
+        norms: tuple[eqx.nn.BatchNorm, eqx.nn.BatchNorm]
+        head: eqx.nn.Linear
+
+        def __init__(self, key: jax.Array) -> None:
+            keys = jax.random.split(key, 3)
+            self.convs = (
+                eqx.nn.Conv2d(1, 4, 3, padding=1, key=keys[0]),
+                eqx.nn.Conv2d(4, 4, 3, padding=1, key=keys[1]),
+            )
+            self.norms = (
+                eqx.nn.BatchNorm(4, axis_name="batch", mode="batch"),
+                eqx.nn.BatchNorm(4, axis_name="batch", mode="batch"),
+            )
+            self.head = eqx.nn.Linear(4 * 8 * 8, 10, key=keys[2])
+
+        def __call__(self, x: jax.Array, state: Any) -> tuple[jax.Array, Any]:
+            for conv, norm in zip(self.convs, self.norms, strict=True):
+                x, state = norm(conv(x), state)
+                x = jax.nn.relu(x)
+            return self.head(x.reshape(-1)), state
+
+    def cnn_loss(model: Any, state: Any, x: jax.Array, y: jax.Array) -> Any:
+        batched = jax.vmap(model, axis_name="batch", in_axes=(0, None), out_axes=(0, None))
+        logits, state = batched(x, state)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean(), state
+
+    def cnn_step(model: Any, state: Any, opt_state: Any, x: jax.Array, y: jax.Array) -> Any:
+        grad = eqx.filter_value_and_grad(cnn_loss, has_aux=True)
+        (loss, state), grads = grad(model, state, x, y)
+        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, updates), state, opt_state, loss
+
+    def cnn_eval(model: Any, state: Any, x: jax.Array) -> Any:
+        batched = jax.vmap(model, axis_name="batch", in_axes=(0, None), out_axes=(0, None))
+        return batched(x, state)
+
+    mlp = eqx.nn.MLP(16, 4, 32, 2, key=jax.random.key(0))
+    cnn, cnn_state = eqx.nn.make_with_state(CNN)(jax.random.key(0))
+    keys = jax.random.split(jax.random.key(1), 3)
+    images = jax.random.normal(keys[0], (8, 1, 8, 8))
+    labels = jax.random.randint(keys[1], (8,), 0, 10)
+    return {
+        "train": (
+            mlp_step,
+            (mlp, optimizer.init(eqx.filter(mlp, eqx.is_array))),
+            (jax.random.normal(keys[2], (8, 16)), jnp.ones((8, 4))),
+        ),
+        "cnn-train": (
+            cnn_step,
+            (cnn, cnn_state, optimizer.init(eqx.filter(cnn, eqx.is_array))),
+            (images, labels),
+        ),
+        "eval": (cnn_eval, (), (eqx.nn.inference_mode(cnn), cnn_state, images)),
+    }
+
+
+_EQUINOX_ROWS = {
+    "train": "equinox training step, MLP 16-32x2-4 + optax.adamw, returns model and opt state",
+    "cnn-train": "equinox training step, CNN 2x(conv 4ch + BatchNorm) + adamw, eqx.nn.State",
+    "eval": "equinox eval step, the CNN in inference mode with its eqx.nn.State",
+}
+
+
+def _partitioned(
+    step: Callable[..., Any], carried: tuple[Any, ...], batch: tuple[Any, ...]
+) -> tuple[Any, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...]]:
+    """``jax.jit`` on the step with every model partitioned by hand (``eqx.partition``,
+    the static parts closed over): the floor. Returns it, the function that puts the
+    static parts back into its output, and what it is called with."""
+    import equinox as eqx
+
+    def split(values: tuple[Any, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        parts = [eqx.partition(value, eqx.is_array) for value in values]
+        return tuple(part for part, _ in parts), tuple(static for _, static in parts)
+
+    dynamic_carried, static_carried = split(carried)
+    dynamic_batch, static_batch = split(batch)
+    out_static: list[Any] = []
+
+    @jax.jit
+    def by_hand(dynamic: tuple[Any, ...], batch: tuple[Any, ...]) -> Any:
+        whole = [eqx.combine(d, s) for d, s in zip(dynamic, static_carried, strict=True)]
+        inputs = [eqx.combine(b, s) for b, s in zip(batch, static_batch, strict=True)]
+        arrays, static = eqx.partition(step(*whole, *inputs), eqx.is_array)
+        out_static[:] = [static]
+        return arrays
+
+    def whole(out: Any) -> Any:
+        return eqx.combine(out, out_static[0])
+
+    return by_hand, whole, dynamic_carried, dynamic_batch
+
+
+def _same(got: Any, expected: Any, what: str) -> None:
+    """Raises unless ``got`` is ``expected``: the same tree, equal arrays bit for bit."""
+    import numpy as np
+
+    got_leaves, got_tree = jax.tree_util.tree_flatten(got)
+    expected_leaves, expected_tree = jax.tree_util.tree_flatten(expected)
+    if got_tree != expected_tree:
+        raise AssertionError(f"{what}: another output structure than eqx.filter_jit's")
+    for mine, theirs in zip(got_leaves, expected_leaves, strict=True):
+        if isinstance(theirs, jax.Array):
+            if not np.array_equal(np.asarray(mine), np.asarray(theirs)):
+                raise AssertionError(f"{what}: results differ from eqx.filter_jit's")
+        elif mine is not theirs and mine != theirs:
+            raise AssertionError(f"{what}: a non-array leaf differs from eqx.filter_jit's")
+
+
+def equinox_row(key: str, quick: bool) -> Row:
+    """A cached equinox step as a training loop calls it (``model, opt_state, loss =
+    step(model, opt_state, x, y)``, the returned values passed to the next call):
+    tinax with static_nonarrays=True against eqx.filter_jit and jax.jit on the models
+    partitioned by hand. Each is checked against eqx.filter_jit before it is timed:
+    three steps from the same start, every output equal bit for bit."""
+    name = _EQUINOX_ROWS[key]
+    try:
+        import equinox as eqx
+        import optax  # noqa: F401  # the steps use it
+    except ImportError:
+        return Row(
+            name,
+            "jax.jit, partitioned",
+            {"jax.jit, partitioned": lambda: lambda: None},
+            notes=lambda row: [_EQUINOX_MISSING],
+        )
+    step, carried, batch = _equinox_steps()[key]
+    count = 10 if key == "train" else 5
+    by_hand, by_hand_whole, hand_carried, hand_batch = _partitioned(step, carried, batch)
+    ours = bounded_jit(step, max_traces=1, static_nonarrays=True)
+    filtered = eqx.filter_jit(step)
+    trains = bool(carried)
+
+    calls: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {
+        "jax.jit, partitioned": (lambda values: by_hand(values, hand_batch), hand_carried),
+        "tinax": (lambda values: ours(*values, *batch), carried),
+        "equinox.filter_jit": (lambda values: filtered(*values, *batch), carried),
+    }
+
+    # Equal results first: three steps from the same start, each output against filter_jit's.
+    outs: dict[str, list[Any]] = {}
+    for contender, (call, start) in calls.items():
+        values, seen = start, []
+        for _ in range(3):
+            out = call(values)
+            if contender == "jax.jit, partitioned":
+                out = by_hand_whole(out)
+            seen.append(out)
+            if trains:
+                values = tuple(out[:-1])
+                if contender == "jax.jit, partitioned":
+                    values = tuple(eqx.partition(value, eqx.is_array)[0] for value in values)
+        outs[contender] = seen
+    for contender in ("tinax", "jax.jit, partitioned"):
+        for got, expected in zip(outs[contender], outs["equinox.filter_jit"], strict=True):
+            _same(got, expected, f"{name}: {contender}")
+
+    def looped(call: Callable[..., Any], start: tuple[Any, ...]) -> Setup:
+        held = [start]
+
+        def action() -> object:
+            values = held[0]
+            out = call(values)
+            for _ in range(count - 1):
+                if trains:
+                    values = tuple(out[:-1])
+                out = call(values)
+            if trains:
+                held[0] = tuple(out[:-1])
+            return jax.block_until_ready(out[-1])
+
+        return lambda: action
+
+    contenders = {contender: looped(call, start) for contender, (call, start) in calls.items()}
+
+    def notes(row: Row) -> list[str]:
+        ratio = statistics.median(ratios_of(row, "tinax", "equinox.filter_jit"))
+        verdict = "met" if ratio <= 0.5 else "MISSED"
+        return [
+            f"  tinax / equinox.filter_jit: {ratio:.3f} (target <= 0.50: {verdict});"
+            " results equal to eqx.filter_jit's, bit for bit"
+        ]
+
+    return Row(
+        name,
+        baseline="jax.jit, partitioned",
+        contenders=contenders,
+        calls=count,
+        rounds=15,
+        repeat=5,
+        notes=notes,
+    )
+
+
 def _nnx_training(quick: bool) -> tuple[Callable[[], tuple[Any, Any]], Callable[..., Any], Any]:
     """A depth-5, width-32 MLP with BatchNorm and Dropout, nnx.Optimizer with optax adam, and
     the canonical in-place step (``optimizer.update(model, grads)``); returns ``(make,

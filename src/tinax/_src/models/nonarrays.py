@@ -14,10 +14,14 @@ microseconds:
   it with ``==``: a new structure, a new non-array value or the same value with
   another type traces again, exactly as JAX keys a static argument.
 - at trace time only (`joined`): the key and the traced leaves are put back
-  into the user's arguments, the function runs, and the non-array leaves of
-  its output are carried in the output's tree structure (`StaticLeaf`), which
-  JAX keeps per compiled executable and rebuilds on every call: a module
-  returned with its functions comes back whole, with no work in Python.
+  into the user's arguments and the function runs. An output with non-array
+  leaves is returned to JAX as an `Output` (`returning_parts`): its array leaves
+  as children, and the rest in a tree structure (its non-array leaves carried
+  in it by `StaticLeaf`) as auxiliary data, which JAX keeps per compiled
+  executable. JAX's C++ dispatch takes a cached call only when every leaf of the
+  output is an array, and this keeps it there: per call, the Python path pays
+  one ``treedef.unflatten`` (`call_static_nonarrays`) to give back the user's
+  output, a module with its functions among it, with the values of its trace.
 
 Everything runs in tinax's frames, hidden from tracebacks like JAX's own.
 """
@@ -71,7 +75,10 @@ def marked(out: Any) -> Any:
 
 
 def returning_marked(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` whose output has its non-array leaves marked (see `marked`)."""
+    """``function`` whose output has its non-array leaves marked (see `marked`): the
+    output of a `jax.jit` given a tree of ``out_shardings`` (a prefix of the user's
+    output, which an `Output` would not match). JAX's C++ dispatch does not take
+    such a call (a non-array leaf in the rebuilt output): its Python path does."""
 
     def run(*args: Any, **kwargs: Any) -> Any:
         out = function(*args, **kwargs)
@@ -80,6 +87,73 @@ def returning_marked(function: Callable[..., Any]) -> Callable[..., Any]:
         return marked(out)
 
     return run
+
+
+class Output:
+    """The output of a traced function that holds non-array leaves, as `jax.jit` returns
+    it: the array leaves (``arrays``, its children) and the tree structure of the
+    output with each non-array leaf in a `StaticLeaf` (``treedef``, auxiliary data:
+    JAX keeps it per compiled executable, so each trace gives back its own values).
+
+    Every leaf JAX sees is an array, so a cached call stays on its C++ dispatch
+    path; `whole` gives back the user's output.
+    """
+
+    __slots__ = ("arrays", "treedef")
+
+    def __init__(self, treedef: Any, arrays: Any) -> None:  # as JAX unflattens it
+        self.treedef = treedef
+        self.arrays = arrays
+
+    def whole(self) -> Any:
+        """The function's output: its arrays, and its other leaves as they were traced."""
+        return self.treedef.unflatten(self.arrays)
+
+
+def _flatten_output(output: Output) -> tuple[Any, Any]:
+    return output.arrays, output.treedef
+
+
+_tree_util.register_pytree_node(Output, _flatten_output, Output)
+
+
+def parts(out: Any) -> Any:
+    """``out`` as the traced function returns it: itself if every leaf is an array,
+    else an `Output` (at trace time only)."""
+    leaves: list[object]
+    leaves, treedef = flatten(out)
+    if all(is_array(leaf) for leaf in leaves):
+        return out
+    arrays, inner = flatten(
+        treedef.unflatten([leaf if is_array(leaf) else StaticLeaf(leaf) for leaf in leaves])
+    )
+    return Output(inner, arrays)
+
+
+def returning_parts(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` whose output is split into its arrays and the rest (see `parts`);
+    eagerly too (`jax.disable_jit`), where `whole` gives the output back alike."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return parts(function(*args, **kwargs))
+
+    return run
+
+
+def whole(out: Any) -> Any:
+    """The user's output from what the `jax.jit` object returned (`Output` or not)."""
+    return out.whole() if type(out) is Output else out
+
+
+def splits_output(jit_kwargs: Mapping[str, Any]) -> bool:
+    """Whether the traced function returns its output split (`returning_parts`): unless
+    ``out_shardings`` is a tree, a prefix of the user's output, which JAX matches
+    against the output's structure (one sharding, or none, applies to any)."""
+    shardings = jit_kwargs.get("out_shardings")
+    if shardings is None:
+        return True
+    sharding: Any = jax.sharding
+    return isinstance(shardings, (sharding.Sharding, sharding.PartitionSpec))
 
 
 Key = tuple[Any, tuple[Any, ...], tuple[type, ...]]
@@ -138,13 +212,14 @@ def joined(counted: Callable[..., Any], name: str, qualname: str) -> Callable[..
 def caller(
     jitted: Callable[..., Any], unhashable: Callable[[tuple[Any, ...], dict[str, Any]], str | None]
 ) -> Callable[..., Any]:
-    """The per-call path: split, call the compiled function, and turn JAX's error about
-    an unhashable static value into one that names the leaf (``unhashable`` finds it)."""
+    """The per-call path: split, call the compiled function, give back the user's output
+    whole (an `Output` of `returning_parts`), and turn JAX's error about an unhashable
+    static value into one that names the leaf (``unhashable`` finds it)."""
 
     def call_static_nonarrays(*args: Any, **kwargs: Any) -> Any:
         dynamic, key = split(args, kwargs)
         try:  # free unless something is raised (zero-cost exceptions)
-            return jitted(dynamic, key)
+            out = jitted(dynamic, key)
         except (TypeError, ValueError) as error:  # JAX: ValueError for an unhashable key
             text = unhashable(args, kwargs)
             if text is not None:
@@ -154,6 +229,9 @@ def caller(
         except Exception as error:
             private.filter_traceback(error)
             raise
+        if type(out) is Output:
+            return out.treedef.unflatten(out.arrays)
+        return out
 
     return call_static_nonarrays
 

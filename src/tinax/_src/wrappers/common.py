@@ -150,6 +150,11 @@ class _WithOptions:
                 return jit_options.jit(self._api, counted, self._kwargs, self._jit)
         return jit_options.jit(self._api, counted, self._kwargs, self._jit)
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options passed to `jax.jit`."""
+        return self._kwargs
+
 
 # The options of an object built with every jax.jit and model option left at its default
 # (the factories' and the classes' own default objects, compared by identity): `jax.jit`
@@ -246,7 +251,7 @@ def _compile(owner: Any) -> None:
 def _compiled_call(
     owner: Any,
     traced: Callable[..., Any],
-    jit: Callable[[Callable[..., Any]], Any],
+    jit: _WithOptions,
     names: tuple[str, str],
     mesh: Mesh | None,
     propagate_updates: bool | None,
@@ -263,8 +268,9 @@ def _compiled_call(
     )
     api = type(owner).__name__
     traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
-    if statics.nonarrays:
-        traced = nonarrays.returning_marked(traced)
+    if statics.nonarrays:  # its output: split, unless out_shardings is a tree for it
+        split_output = nonarrays.splits_output(jit.options)
+        traced = (nonarrays.returning_parts if split_output else nonarrays.returning_marked)(traced)
     counted = counting.counted(
         traced,
         ledger,
@@ -717,7 +723,8 @@ class BudgetedMixin:
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
-        return self._forward(self._jitted.eval_shape, args, kwargs)
+        out = self._forward(self._jitted.eval_shape, args, kwargs)
+        return nonarrays.whole(out) if self._static.nonarrays else out
 
     @_user_facing
     def precompile(self, *args: Any, **kwargs: Any) -> jax.stages.Compiled:
