@@ -47,10 +47,13 @@ Rules that changed between releases are read from the version (`JAX_VERSION`):
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import io
 import pickle
+import threading
 import types
+from collections.abc import Iterator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
@@ -503,9 +506,29 @@ _CALL_ENTRIES = frozenset({"cache_miss", "jit_lower"})  # a call, or ``lower``: 
 _ENTRY_DEPTH = 4  # frames from ``_infer_params`` up to cache_miss or jit_lower
 
 
+class _Lowering(threading.local):
+    on: bool = False
+
+
+_lowering = _Lowering()
+
+
+@contextlib.contextmanager
+def lowering() -> Iterator[None]:
+    """A ``trace`` made for ``lower`` (tinax's ``lower`` is ``trace(...).lower()``, as
+    `jax.jit`'s is): its trace is lowered at once, so its placements are checked."""
+    before, _lowering.on = _lowering.on, True
+    try:
+        yield
+    finally:
+        _lowering.on = before
+
+
 def _entry(infer_params: types.FrameType) -> bool:
     """Whether ``_infer_params`` runs for a call or ``lower``: work that lowers the trace
-    (``trace`` and ``eval_shape`` never do)."""
+    (``trace`` and ``eval_shape`` never do, but for a `lowering` one)."""
+    if _lowering.on:
+        return True
     frame = infer_params.f_back
     for _ in range(_ENTRY_DEPTH):
         if frame is None:

@@ -709,7 +709,8 @@ class BudgetedMixin:
         `jax.jit`'s ``lower``. With ``propagate_updates=True``, its ``compile()`` is
         called with the `flax.nnx` objects, as the object is, and writes back their
         updates."""
-        stage = self._traced(args, kwargs)
+        with private.lowering():  # lowered at once: placed against in_shardings, JAX's error
+            stage = self._traced(args, kwargs)
         return self._under_mesh(stage.lower)
 
     @_user_facing
