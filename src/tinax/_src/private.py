@@ -53,8 +53,7 @@ import io
 import pickle
 import threading
 import types
-from collections.abc import Iterator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 import jax
@@ -514,7 +513,7 @@ _lowering = _Lowering()
 
 
 @contextlib.contextmanager
-def lowering() -> Iterator[None]:
+def lowering() -> Generator[None]:
     """A ``trace`` made for ``lower`` (tinax's ``lower`` is ``trace(...).lower()``, as
     `jax.jit`'s is): its trace is lowered at once, so its placements are checked."""
     before, _lowering.on = _lowering.on, True
