@@ -34,7 +34,7 @@ from families.dispatch import (
     recording_row,
 )
 from families.meshes import _mesh_call_row, batched_mesh_row
-from families.models import nnx_row, static_nonarrays_row
+from families.models import nnx_row, nnx_step_rows, static_nonarrays_row
 from families.plugin import pytest_plugin_row
 from families.warm_start import startup_rows
 from families.wrap import (
@@ -67,6 +67,7 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "static-nonarrays": static_nonarrays_row,
     "pytest-plugin": pytest_plugin_row,
     "nnx": nnx_row,
+    "nnx-steps": nnx_step_rows,
     "warm-start": startup_rows,
 }
 
