@@ -34,7 +34,7 @@ from families.dispatch import (
     recording_row,
 )
 from families.meshes import _mesh_call_row, batched_mesh_row
-from families.models import equinox_row, nnx_row, static_nonarrays_row
+from families.models import equinox_row, nnx_row, nnx_step_rows, static_nonarrays_row
 from families.plugin import pytest_plugin_row
 from families.warm_start import startup_rows
 from families.wrap import (
@@ -70,6 +70,7 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "equinox-eval": lambda quick: equinox_row("eval", quick),
     "pytest-plugin": pytest_plugin_row,
     "nnx": nnx_row,
+    "nnx-steps": nnx_step_rows,
     "warm-start": startup_rows,
 }
 

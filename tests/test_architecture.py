@@ -127,6 +127,34 @@ def test_every_folder_stands_above_the_folders_it_imports():
     assert upward == [], "imports a layer above:\n" + "\n".join(upward)
 
 
+# The rooms of models/nnx, bottom to top: each may import only the ones before it.
+NNX_ROOMS = (
+    "classes",
+    "messages",
+    "checks",
+    "trees",
+    "watch",
+    "layout",
+    "tracing",
+    "propagate",
+)
+
+
+def test_every_room_of_models_nnx_stands_above_the_rooms_it_imports():
+    prefix = "tinax._src.models.nnx."
+    graph = import_graph()
+    rooms = {module[len(prefix) :] for module in graph if module.startswith(prefix)}
+    assert rooms == set(NNX_ROOMS), f"not in NNX_ROOMS: {sorted(rooms ^ set(NNX_ROOMS))}"
+    upward = [
+        f"{prefix}{room} -> {target}"
+        for room in NNX_ROOMS
+        for target in sorted(graph[prefix + room])
+        if target.startswith(prefix)
+        and NNX_ROOMS.index(target[len(prefix) :]) >= NNX_ROOMS.index(room)
+    ]
+    assert upward == [], "imports a room above:\n" + "\n".join(upward)
+
+
 def test_a_folder_circle_is_found(tmp_path):
     graph = {
         "tinax._src.core.validation": {"tinax._src.wrappers.common"},

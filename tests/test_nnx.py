@@ -409,6 +409,61 @@ class TestModeSwitch:
         step(model, BATCH[0])
         assert step.traces_used == 2
 
+    def test_an_epoch_with_metrics_and_numpy_batches_equals_nnx_jit(self):
+        """The loop users run: nnx.Optimizer and an nnx.MultiMetric updated in place,
+        NumPy batches as a data loader yields them, train mode, then eval mode, then
+        train again: every leaf and the metrics equal nnx.jit's; each step traces once."""
+
+        def metrics_of():
+            return nnx.MultiMetric(
+                loss=nnx.metrics.Average("loss"), accuracy=nnx.metrics.Accuracy()
+            )
+
+        def loss_fn(model, batch):
+            logits = model(batch["x"])
+            labels = batch["y"]
+            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean(), logits
+
+        def train(model, optimizer, metrics, batch):
+            grad_fn = nnx.value_and_grad(lambda model: loss_fn(model, batch), has_aux=True)
+            (loss, logits), grads = grad_fn(model)
+            metrics.update(loss=loss, logits=logits, labels=batch["y"])
+            optimizer.update(model, grads)
+            return loss
+
+        def evaluate(model, metrics, batch):
+            loss, logits = loss_fn(model, batch)
+            metrics.update(loss=loss, logits=logits, labels=batch["y"])
+
+        rng = np.random.default_rng(0)
+        batches = [
+            {
+                "x": rng.normal(size=(8, 3)).astype(np.float32),
+                "y": rng.integers(0, 2, size=8).astype(np.int32),
+            }
+            for _ in range(3)
+        ]
+        ours, theirs = (*make(), metrics_of()), (*make(), metrics_of())
+        our_train = bounded_jit(train, max_traces=1, propagate_updates=True)
+        our_eval = bounded_jit(evaluate, max_traces=1, propagate_updates=True)
+        for (model, optimizer, metrics), step, check in (
+            (ours, our_train, our_eval),
+            (theirs, nnx.jit(train), nnx.jit(evaluate)),
+        ):
+            for _ in range(2):  # two epochs: train, then evaluate
+                model.train()
+                for batch in batches:
+                    step(model, optimizer, metrics, batch)
+                model.eval()
+                for batch in batches[:2]:
+                    check(model, metrics, batch)
+        assert_same_state(ours, theirs)
+        mine, reference = ours[2].compute(), theirs[2].compute()
+        for name in ("loss", "accuracy"):
+            np.testing.assert_allclose(mine[name], reference[name], atol=1e-6, rtol=0)
+        assert int(ours[1].step[...]) == 6
+        assert (our_train.traces_used, our_eval.traces_used) == (1, 1)
+
 
 class Tempered(nnx.Module):
     def __init__(self, temperature, rngs):

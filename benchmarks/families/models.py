@@ -3,6 +3,7 @@ place (``propagate_updates``), against their libraries' own jit."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -296,11 +297,15 @@ def equinox_row(key: str, quick: bool) -> Row:
     )
 
 
-def _nnx_training(quick: bool) -> tuple[Callable[[], tuple[Any, Any]], Callable[..., Any], Any]:
-    """A depth-5, width-32 MLP with BatchNorm and Dropout, nnx.Optimizer with optax adam, and
-    the canonical in-place step (``optimizer.update(model, grads)``); returns ``(make,
-    step, batch)``."""
-    import optax
+def _nnx_mlp() -> Any:
+    """A depth-5, width-32 MLP (16 -> 4) with BatchNorm and Dropout after each layer."""
+    from flax import nnx
+
+    return _nnx_mlp_class()(nnx.Rngs(0, dropout=1))
+
+
+@functools.cache
+def _nnx_mlp_class() -> type:
     from flax import nnx
 
     class MLP(nnx.Module):
@@ -317,8 +322,18 @@ def _nnx_training(quick: bool) -> tuple[Callable[[], tuple[Any, Any]], Callable[
                 x = self.dropout(jax.nn.relu(norm(layer(x))))
             return self.head(x)
 
+    return MLP
+
+
+def _nnx_training(quick: bool) -> tuple[Callable[[], tuple[Any, Any]], Callable[..., Any], Any]:
+    """A depth-5, width-32 MLP with BatchNorm and Dropout, nnx.Optimizer with optax adam, and
+    the canonical in-place step (``optimizer.update(model, grads)``); returns ``(make,
+    step, batch)``."""
+    import optax
+    from flax import nnx
+
     def make() -> tuple[Any, Any]:
-        model = MLP(nnx.Rngs(0, dropout=1))
+        model = _nnx_mlp()
         return model, nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
 
     def step(model: Any, optimizer: Any, x: jax.Array, y: jax.Array) -> jax.Array:
@@ -402,3 +417,284 @@ def nnx_row(quick: bool) -> Row:
         rounds=11,
         notes=notes,
     )
+
+
+# --- full nnx steps: the loops users run ----------------------------------------------------
+# Each row: the step under tinax (propagate_updates=True), nnx.jit, nnx.jit(graph=False) and
+# nnx.jit_partial, each run first from fresh objects and checked against nnx.jit for equal
+# results (outputs and every leaf of the objects' state); one that differs or refuses the step
+# is left out of the timing and named in the row's notes.
+
+_NNX_STEP_CALLS = 20  # cached calls per timed action
+_NNX_CHECK_STEPS = 3  # steps each contender runs before its results are compared
+
+
+def _nnx_classifier() -> dict[str, Any]:
+    """The parts of an nnx classification loop: the MLP of `_nnx_mlp` (BatchNorm, Dropout),
+    ``nnx.Optimizer`` with optax adam, an ``nnx.MultiMetric`` (average loss, accuracy)
+    updated in place, and the steps users write: train and eval in place, and train
+    returning the model and optimizer."""
+    import optax
+    from flax import nnx
+
+    adam = optax.adam(1e-3)  # one transformation: the same trace for every optimizer
+
+    def make() -> tuple[Any, Any, Any]:
+        model = _nnx_mlp()
+        optimizer = nnx.Optimizer(model, adam, wrt=nnx.Param)
+        metrics = nnx.MultiMetric(loss=nnx.metrics.Average("loss"), accuracy=nnx.metrics.Accuracy())
+        return model, optimizer, metrics
+
+    def loss_fn(model: Any, batch: Any) -> tuple[jax.Array, jax.Array]:
+        logits = model(batch["x"])
+        labels = batch["y"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean(), logits
+
+    def train(model: Any, optimizer: Any, metrics: Any, batch: Any) -> jax.Array:
+        grad_fn = nnx.value_and_grad(lambda model: loss_fn(model, batch), has_aux=True)
+        (loss, logits), grads = grad_fn(model)
+        metrics.update(loss=loss, logits=logits, labels=batch["y"])
+        optimizer.update(model, grads)
+        return loss
+
+    def evaluate(model: Any, metrics: Any, batch: Any) -> jax.Array:
+        loss, logits = loss_fn(model, batch)
+        metrics.update(loss=loss, logits=logits, labels=batch["y"])
+        return loss
+
+    def train_returning(model: Any, optimizer: Any, batch: Any) -> tuple[Any, Any, jax.Array]:
+        loss, grads = nnx.value_and_grad(lambda model: loss_fn(model, batch)[0])(model)
+        optimizer.update(model, grads)
+        return model, optimizer, loss
+
+    def train_in_place(model: Any, optimizer: Any, batch: Any) -> jax.Array:
+        return train_returning(model, optimizer, batch)[2]
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    numpy_batch = {
+        "x": rng.normal(size=(8, 16)).astype(np.float32),
+        "y": rng.integers(0, 4, size=8).astype(np.int32),
+    }
+    return {
+        "make": make,
+        "train": train,
+        "evaluate": evaluate,
+        "train_returning": train_returning,
+        "train_in_place": train_in_place,
+        "numpy_batch": numpy_batch,
+        "batch": {name: jnp.asarray(value) for name, value in numpy_batch.items()},
+    }
+
+
+# tinax's object per step function, built once and reused by every row (as a loop would)
+_nnx_tinax: dict[Callable[..., Any], Any] = {}
+
+
+def _nnx_wired(kind: str, step: Callable[..., Any], objects: tuple[Any, ...], returns: int) -> Any:
+    """``step`` under contender ``kind``, called on ``objects`` (bound once for
+    ``nnx.jit_partial``) and a batch: ``call(batch)`` runs one step and gives its last
+    output, rebinding the ``returns`` objects the step returns first."""
+    from flax import nnx
+
+    held = list(objects)
+    if kind == "nnx.jit_partial":
+        bound = nnx.jit_partial(step, *objects, graph=False)
+
+        def partial_call(batch: Any) -> Any:
+            out = bound(batch)
+            if returns:
+                held[:returns] = out[:returns]
+                return out[-1]
+            return out
+
+        return partial_call, held
+    if kind == "tinax":
+        jitted: Any = _nnx_tinax.get(step)
+        if jitted is None:
+            jitted = _nnx_tinax[step] = bounded_jit(step, max_traces=1, propagate_updates=True)
+    else:
+        jitted = nnx.jit(step, graph=kind != "nnx.jit graph=False")
+
+    def call(batch: Any) -> Any:
+        out = jitted(*held[: len(objects)], batch)
+        if returns:
+            held[:returns] = out[:returns]
+            return out[-1]
+        return out
+
+    return call, held
+
+
+def _nnx_state(objects: list[Any]) -> list[Any]:
+    """Every leaf of the objects' state as a NumPy array (RNG keys as their data)."""
+    import numpy as np
+    from flax import nnx
+
+    return [
+        np.asarray(
+            jax.random.key_data(leaf) if jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key) else leaf
+        )
+        for leaf in jax.tree.leaves(nnx.state(tuple(objects)))
+    ]
+
+
+def _nnx_same(ours: list[Any], theirs: list[Any]) -> bool:
+    import numpy as np
+
+    return len(ours) == len(theirs) and all(
+        np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(ours, theirs, strict=True)
+    )
+
+
+def _nnx_step_row(
+    name: str,
+    run: Callable[[str], tuple[Callable[[], Any], Callable[[], list[Any]]]],
+    kinds: tuple[str, ...],
+    steps: int = 1,
+    count: int = _NNX_STEP_CALLS,
+) -> Row:
+    """A row of ``kinds``: ``run(kind)`` gives ``(call, state)`` on fresh objects, where
+    ``call()`` runs the step (or a loop of ``steps`` steps; ``count`` calls are timed at a
+    time) and ``state()`` reads every leaf. Each is checked against nnx.jit's outputs and
+    state before it is timed: tinax must match; another contender that differs or refuses
+    the step is left out and named."""
+    left_out: list[str] = []
+    reference: tuple[list[Any], list[Any]] | None = None
+    contenders: dict[str, Setup] = {}
+    for kind in ("nnx.jit", *kinds):
+        try:
+            call, state = run(kind)
+            outputs = [call() for _ in range(_NNX_CHECK_STEPS)]
+            results = (outputs, state())
+        except Exception as error:  # the library refuses the step: said in the notes
+            if kind == "tinax":
+                raise
+            left_out.append(f"  {kind}: not timed, refuses the step ({type(error).__name__})")
+            continue
+        if reference is None:
+            reference = results
+        elif not (_nnx_same(results[0], reference[0]) and _nnx_same(results[1], reference[1])):
+            if kind == "tinax":
+                raise AssertionError(f"{name}: tinax's results differ from nnx.jit's")
+            left_out.append(f"  {kind}: not timed, its results differ from nnx.jit's")
+            continue
+        contenders[kind] = lambda call=call: repeated(call, count)
+
+    def notes(row: Row) -> list[str]:
+        lines = ["  every contender timed: results equal to nnx.jit's (outputs, every leaf)"]
+        # against graph=False: its step where it takes it, else its in-place step
+        tree_mode = [name for name in row.times if name.startswith("nnx.jit graph=False")]
+        others: list[tuple[str, float | None]] = [(name, 0.5) for name in tree_mode[:1]]
+        if "nnx.jit_partial" in row.times:
+            others.append(("nnx.jit_partial", None))
+        for other, target in others:
+            median = statistics.median(ratios_of(row, "tinax", other))
+            verdict = "" if target is None else f" (target <= {target:.2f}: "
+            if target is not None:
+                verdict += "met)" if median <= target else "MISSED)"
+            lines.append(f"  tinax / {other}: {median:.3f}{verdict}")
+        return lines + left_out
+
+    return Row(
+        name,
+        baseline="nnx.jit",
+        contenders=contenders,
+        calls=count * steps,
+        rounds=11,
+        notes=notes,
+    )
+
+
+def nnx_step_rows(quick: bool) -> list[Row]:
+    """Cached calls of the nnx steps users run, on the MLP of `_nnx_mlp` (BatchNorm and
+    Dropout, a batch of 8): train with ``nnx.Optimizer`` and an ``nnx.MultiMetric``
+    updated in place (jax arrays, then NumPy batches as a data loader yields them); eval
+    mode with the metrics; train returning the model and optimizer; and an epoch
+    (``model.train()``, 40 train steps, ``model.eval()``, 10 eval steps: flax's two
+    switches, about 4 ms each here, are in every contender's time)."""
+    try:
+        from flax import nnx  # noqa: F401
+    except ImportError:
+        text = "  not measured: flax (pip install -e '.[bench]')"
+        return [
+            Row(
+                "nnx full steps",
+                "jax.jit",
+                {"jax.jit": lambda: lambda: None},
+                notes=lambda row: [text],
+            )
+        ]
+    parts = _nnx_classifier()
+    make = parts["make"]
+    every = ("tinax", "nnx.jit graph=False", "nnx.jit_partial")
+
+    def in_place(step: Callable[..., Any], batch: Any, eval_mode: bool, objects: Any) -> Any:
+        def run(kind: str) -> tuple[Callable[[], Any], Callable[[], list[Any]]]:
+            everything = make()
+            if eval_mode:
+                everything[0].eval()
+            call, held = _nnx_wired(kind, step, objects(everything), 0)
+            return (lambda: call(batch)), (lambda: _nnx_state([*held, *everything]))
+
+        return run
+
+    def returning(kind: str) -> tuple[Callable[[], Any], Callable[[], list[Any]]]:
+        everything = make()
+        if kind == "nnx.jit graph=False, in place":  # what graph=False takes instead
+            call, held = _nnx_wired(
+                "nnx.jit graph=False", parts["train_in_place"], everything[:2], 0
+            )
+        else:
+            call, held = _nnx_wired(kind, parts["train_returning"], everything[:2], 2)
+        return (lambda: call(parts["batch"])), (lambda: _nnx_state(held))
+
+    def epoch(kind: str) -> tuple[Callable[[], Any], Callable[[], list[Any]]]:
+        everything = make()
+        model = everything[0]
+        train, _ = _nnx_wired(kind, parts["train"], everything, 0)
+        evaluate, _ = _nnx_wired(kind, parts["evaluate"], (model, everything[2]), 0)
+        batch = parts["batch"]
+
+        def run_epoch() -> Any:
+            model.train()
+            for _ in range(40):
+                train(batch)
+            model.eval()
+            for _ in range(9):
+                evaluate(batch)
+            return evaluate(batch)
+
+        return run_epoch, lambda: _nnx_state(list(everything))
+
+    all_three = lambda everything: everything  # noqa: E731
+    return [
+        _nnx_step_row(
+            "nnx train step: Optimizer + MultiMetric in place",
+            in_place(parts["train"], parts["batch"], False, all_three),
+            every,
+        ),
+        _nnx_step_row(
+            "nnx train step: Optimizer + MultiMetric in place, NumPy batch",
+            in_place(parts["train"], parts["numpy_batch"], False, all_three),
+            every,
+        ),
+        _nnx_step_row(
+            "nnx eval step (eval mode): MultiMetric in place",
+            in_place(parts["evaluate"], parts["batch"], True, lambda e: (e[0], e[2])),
+            every,
+        ),
+        _nnx_step_row(
+            "nnx train step returning model and optimizer",
+            returning,
+            ("tinax", "nnx.jit graph=False", "nnx.jit graph=False, in place", "nnx.jit_partial"),
+        ),
+        _nnx_step_row(
+            "nnx epoch: model.train(), 40 train steps, model.eval(), 10 eval steps",
+            epoch,
+            every,
+            steps=50,
+            count=1,
+        ),
+    ]

@@ -12,7 +12,8 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.models import nnx_updates, nonarrays
+from tinax._src.models import nonarrays
+from tinax._src.models.nnx import tracing as nnx_tracing
 from tinax._src.wrappers import common, jit_options
 
 R = TypeVar("R")
@@ -108,7 +109,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         parsed = common.parse_jit_options(self, _API, signature, mesh)
         static_nonarrays, statics = parsed.static_nonarrays, parsed.statics
         # Watched per example, under jax.vmap: an assignment there is where it is lost.
-        per_example = nnx_updates.watched(
+        per_example = nnx_tracing.watched(
             function, parsed.propagate_updates, function, signature, batched=True
         )
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.

@@ -18,7 +18,11 @@ from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
 from tinax._src.ledger import Ledger
-from tinax._src.models import nnx_updates, nonarrays
+from tinax._src.models import nonarrays
+from tinax._src.models.nnx import checks as nnx_checks
+from tinax._src.models.nnx import propagate as nnx_propagate
+from tinax._src.models.nnx import tracing as nnx_tracing
+from tinax._src.models.nnx import trees as nnx_trees
 from tinax._src.observe import registry
 from tinax._src.wrappers import jit_options, meshes
 
@@ -78,12 +82,12 @@ def parse_jit_options(
     returns ``(output, updates)`` under ``propagate_updates=True``, and
     ``out_shardings`` is given for the output."""
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
-    nnx_updates.check_not_bound(api, owner.function)
+    nnx_checks.check_not_bound(api, owner.function)
     if _all_defaults(owner):  # most objects: nothing to check, nothing passed on
         own["static_argnames"] = ()
         own["donate_argnames"] = ()
         return _DEFAULTS
-    propagate = nnx_updates.check_propagate_updates(api, owner.propagate_updates)
+    propagate = nnx_checks.check_propagate_updates(api, owner.propagate_updates)
     options = jit_options.parse(
         api,
         signature,
@@ -101,7 +105,7 @@ def parse_jit_options(
         mesh=mesh,
     )
     static_nonarrays = nonarrays.check(api, owner.static_nonarrays, options, owner.in_shardings)
-    nnx_updates.check_with_nonarrays(api, propagate, static_nonarrays)
+    nnx_checks.check_with_nonarrays(api, propagate, static_nonarrays)
     own["static_argnames"] = options.static_argnames
     own["donate_argnames"] = options.donate_argnames
     own["static_argnums"] = options.static_argnums
@@ -116,7 +120,7 @@ def parse_jit_options(
         statics = statics._replace(nonarrays=True)
         kwargs = {**kwargs, "static_argnums": 1}
     if propagate and writes_back and "out_shardings" in kwargs:
-        kwargs = {**kwargs, "out_shardings": nnx_updates.output_shardings(kwargs["out_shardings"])}
+        kwargs = {**kwargs, "out_shardings": nnx_checks.output_shardings(kwargs["out_shardings"])}
 
     donating = bool(options.donate_argnums or options.donate_argnames)
     return JitOptions(statics, kwargs, static_nonarrays, propagate, donating)
@@ -213,7 +217,7 @@ def build(
     raise (`rejections`).
     With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit_kwargs`` must mark
     argument 1 static: the call is split into array leaves and a static key
-    (`nonarrays`). ``propagate_updates`` as the classes take it (`nnx_updates`; a
+    (`nonarrays`). ``propagate_updates`` as the classes take it (`models/nnx`; a
     `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     ledger = Ledger()
@@ -267,7 +271,7 @@ def _compiled_call(
         own["_ledger"],
     )
     api = type(owner).__name__
-    traced = nnx_updates.watched(traced, propagate_updates, function, signature, write_all=donating)
+    traced = nnx_tracing.watched(traced, propagate_updates, function, signature, write_all=donating)
     if statics.nonarrays:  # its output: split, unless out_shardings is a tree for it
         split_output = nonarrays.splits_output(jit.options)
         traced = (nonarrays.returning_parts if split_output else nonarrays.returning_marked)(traced)
@@ -283,13 +287,13 @@ def _compiled_call(
     )
     if statics.nonarrays:
         counted = nonarrays.joined(counted, *names)
-    compiled = nnx_updates.rebinding(counted) if propagate_updates else counted
+    compiled = nnx_tracing.rebinding(counted) if propagate_updates else counted
     if not (statics.nonarrays or propagate_updates):  # the user's arguments reach jax.jit
         hint = functools.partial(leaf_error, api, signature, statics)
         compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     if propagate_updates:
-        jitted = nnx_updates.Propagating(jitted, function, signature)
+        jitted = nnx_propagate.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
@@ -383,7 +387,7 @@ def _leaves(
     try:
         known = signature.get()
         traced = _named_arguments(known, statics, args, kwargs, static=False)
-        nnx_updates.refuse_cycles(_leaves, traced)
+        nnx_trees.refuse_cycles(_leaves, traced)
         call = record.record(known, statics, args, kwargs)
     except Exception:
         return []
@@ -600,7 +604,7 @@ class BudgetedMixin:
         """
         known = self._signature.get()
         named = _named_arguments(known, self._static, args, kwargs, static=False)
-        nnx_updates.refuse_cycles(self.function, named)
+        nnx_trees.refuse_cycles(self.function, named)
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
         raises = rejections.deleted(named)
         if raises is None:  # a static argument JAX cannot hash: its dispatch checks first
@@ -690,7 +694,7 @@ class BudgetedMixin:
         placements of the call's inputs."""
         stage = self._forward(self._jitted.trace, args, kwargs)
         known = self._signature.get()
-        traced = nnx_updates.jax_stage(stage)
+        traced = nnx_propagate.jax_stage(stage)
         number = compiles.trace_number(self._ledger, getattr(traced, "jaxpr", None))
         try:
             if number is None:  # a trace no compile or stage has shown its jaxpr yet
