@@ -75,6 +75,24 @@ def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
     return done.returncode, done.stderr
 
 
+@pytest.fixture(scope="module")
+def _recorded_once(tmp_path_factory):
+    """One cold run of the program with its defaults (batch 8, max_traces=1): the manifest
+    that many tests' second run starts from. The run is the same for each of them, so it
+    runs once; each test gets a copy (`recorded`)."""
+    path = tmp_path_factory.mktemp("recorded") / "signatures.json"
+    run(path)
+    return path.read_bytes()
+
+
+@pytest.fixture
+def recorded(_recorded_once, tmp_path):
+    """``tmp_path / "signatures.json"``, as the program's cold run with its defaults left it."""
+    path = tmp_path / "signatures.json"
+    path.write_bytes(_recorded_once)
+    return path
+
+
 class TestTwoRuns:
     def test_the_second_run_compiles_the_recorded_signature_before_the_first_call(self, tmp_path):
         path = tmp_path / "signatures.json"
@@ -90,37 +108,33 @@ class TestTwoRuns:
         assert second["result"] == first["result"]
         assert "holds 1 signature(s) of 1 object(s)" in log
 
-    def test_a_call_during_the_warm_compile_waits_for_it_and_never_traces_twice(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
+    def test_a_call_during_the_warm_compile_waits_for_it_and_never_traces_twice(self, recorded):
+        path = recorded
         # the trace sleeps 2 s: the first call comes while the warm compile is tracing
         second, _ = run(path, "--slow", "2", "--calls", "3")
         assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
 
     def test_a_call_of_another_signature_during_the_warm_compile_waits_and_is_not_refused(
-        self, tmp_path
+        self, recorded
     ):
         # (JAX itself waits for a trace of the same signature in flight; one of another
         # signature would be refused beside the warm trace in flight, max_traces=1.)
-        path = tmp_path / "signatures.json"
-        run(path)
+        path = recorded
         second, log = run(path, "--slow", "2", "--batch", "16")
         assert (second["runs"], second["traces_used"]) == (2, 1)
         assert "gives its place in the budget to this call's trace" in log
 
-    def test_a_warm_trace_a_call_ran_from_counts_as_any_trace(self, tmp_path):
+    def test_a_warm_trace_a_call_ran_from_counts_as_any_trace(self, recorded):
         # The first call ran from the warm trace: it is no longer provisional, so a call
         # of another signature is over the budget, as it would be after a cold start.
-        path = tmp_path / "signatures.json"
-        run(path)
+        path = recorded
         second, _ = run(path, "--wait", "--then-batch", "16")
         assert second["traces_before_call"] == 1
         assert second["last_call_refused"] is True
         assert (second["runs"], second["traces_used"]) == (1, 1)
 
-    def test_the_manifest_is_a_json_file_a_person_can_read(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
+    def test_the_manifest_is_a_json_file_a_person_can_read(self, recorded):
+        path = recorded
         content = json.loads(path.read_text())
         assert content["format"] == manifest.FORMAT
         assert content["environment"]["jax"] == jax.__version__
@@ -209,10 +223,9 @@ class TestUse:
 
 class TestNothingWrongBecauseOfAManifest:
     def test_a_stale_signature_gives_its_place_to_the_call_and_the_miss_is_explained(
-        self, tmp_path
+        self, recorded
     ):
-        path = tmp_path / "signatures.json"
-        run(path)  # batch 8, max_traces=1
+        path = recorded  # batch 8, max_traces=1
         second, log = run(path, "--batch", "16", "--wait")
         assert second["traces_before_call"] == 1  # the recorded batch of 8, compiled ahead
         # a cold run would trace batch 16 once and run: so does this one
@@ -236,10 +249,9 @@ class TestNothingWrongBecauseOfAManifest:
         assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
 
     def test_a_signature_that_no_longer_unpickles_is_a_warning_and_the_call_runs_cold(
-        self, tmp_path
+        self, recorded
     ):
-        path = tmp_path / "signatures.json"
-        run(path)
+        path = recorded
         content = json.loads(path.read_text())
         for place in content["objects"].values():
             for signature in place["signatures"]:
@@ -250,9 +262,8 @@ class TestNothingWrongBecauseOfAManifest:
         assert (facts["runs"], facts["traces_used"]) == (1, 1)
         assert "recorded signature (x: f32[8,3], scale: weak-typed f32[]) not compiled" in log
 
-    def test_a_warm_compile_that_fails_leaves_the_object_as_a_cold_start_would(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
+    def test_a_warm_compile_that_fails_leaves_the_object_as_a_cold_start_would(self, recorded):
+        path = recorded
         code, log = run(path, "--wait", env={"WARM_TEST_FAIL": "1"}, expect_ok=False)
         assert "not compiled, left to its first call: ValueError: step refuses" in log
         # the call raises what it raises cold: the body's own error, not a budget error
@@ -323,9 +334,8 @@ class TestModels:
 
 
 class TestWhyItMissed:
-    def test_a_change_of_xla_flags_and_devices_is_named(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
+    def test_a_change_of_xla_flags_and_devices_is_named(self, recorded):
+        path = recorded
         flags = "--xla_force_host_platform_device_count=2"
         _, log = run(path, "--wait", env={"XLA_FLAGS": flags})
         [line] = [line for line in log.splitlines() if "changed since the recorded run" in line]
@@ -333,17 +343,15 @@ class TestWhyItMissed:
         assert "devices 1 x cpu -> 2 x cpu" in line
         assert f"XLA_FLAGS --xla_force_host_platform_device_count=1 -> {flags}" in line
 
-    def test_a_function_whose_code_changed_is_named(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
+    def test_a_function_whose_code_changed_is_named(self, recorded):
+        path = recorded
         facts, log = run(path, "--wait", "--version", "2")
         assert f"{STEP}: its code changed" in log
         assert facts["traces_before_call"] == 1  # the signature still compiles ahead
         assert "XLA_FLAGS" not in log  # nothing else changed
 
-    def test_nothing_is_logged_as_changed_when_nothing_changed(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
+    def test_nothing_is_logged_as_changed_when_nothing_changed(self, recorded):
+        path = recorded
         _, log = run(path, "--wait")
         assert "changed" not in log
         assert "traced a signature the recorded run did not" not in log
