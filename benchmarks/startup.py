@@ -4,9 +4,12 @@
 
 Eight budgeted functions of about 300 operations each, about one second of other
 start-up work (``time.sleep``: loading data), then one step that calls all eight.
-Prints the seconds from the program's first line to the first step done. With
-``--signatures`` it starts warm (`tinax.warm_start`); with ``--cache`` it uses JAX's
-persistent compilation cache in that folder.
+With ``--signatures`` it starts warm (`tinax.warm_start`); with ``--cache`` it uses
+JAX's persistent compilation cache in that folder.
+
+Prints one line of phases, in seconds: ``import I loading L first_step F total T``,
+where ``first_step`` is everything that is neither import nor loading (building
+the functions, the first step done) and ``total`` runs from the program's first line.
 """
 
 import time
@@ -54,11 +57,19 @@ def main() -> None:
     if options.signatures:
         tinax.warm_start(options.signatures)
     steps = [bounded_jit(make_function(index), max_traces=1) for index in range(FUNCTIONS)]
+    loading = time.perf_counter()
     time.sleep(START_UP_WORK_S)  # the other start-up work: loading data
+    loaded = time.perf_counter()
     x, w = jnp.ones((16, 64)), jnp.eye(64) * 0.5
     out = [step(x, w) for step in steps]
     jax.block_until_ready(out)
-    print(f"{time.perf_counter() - STARTED:.4f} {time.perf_counter() - IMPORTED:.4f}")
+    total = time.perf_counter() - STARTED
+    phases = (IMPORTED - STARTED, loaded - loading)
+    print(
+        "import {:.4f} loading {:.4f} first_step {:.4f} total {:.4f}".format(
+            *phases, total - sum(phases), total
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ Run 1 starts cold and records its signatures; run 2 compiles them while it loads
 data (from JAX's persistent cache, set up by the program); run 3 is given another
 batch size, and the log says why its warm start missed. The guide
 `docs/warm-start.md` shows this output.
+
+    python examples/warm_start.py [FOLDER]
+
+The signatures and JAX's persistent cache go to FOLDER (by default a temporary one).
 """
 
 import json
@@ -31,23 +35,26 @@ def run(title, signatures, cache, *options):
     print(done.stdout.replace(here, "").rstrip())
 
 
-def main():
+def main(folder):
     print(f"Three runs of {PROGRAM.name}, each in a fresh process.")
-    with tempfile.TemporaryDirectory() as folder:
-        signatures = Path(folder) / "signatures.json"
-        cache = Path(folder) / "jax-cache"
-        run("run 1: cold (no signatures yet)", signatures, cache)
-        run("run 2: warm", signatures, cache)
-        content = json.loads(signatures.read_text())
-        for place in content["objects"].values():  # these differ per Python and JAX
-            place["code"] = "..."
-            for signature in place["signatures"]:
-                signature["data"] = signature["data"][:4] + "..."
-        content["environment"] = {"jax": "...", "...": "..."}
-        print("=== signatures.json (digests, pickles and environment cut short)")
-        print(json.dumps(content, indent=1))
-        run("run 3: a batch of 48, not 64", signatures, cache, "--batch", "48")
+    signatures = folder / "signatures.json"
+    cache = folder / "jax-cache"
+    run("run 1: cold (no signatures yet)", signatures, cache)
+    run("run 2: warm", signatures, cache)
+    content = json.loads(signatures.read_text())
+    for place in content["objects"].values():  # these differ per Python and JAX
+        place["code"] = "..."
+        for signature in place["signatures"]:
+            signature["data"] = signature["data"][:4] + "..."
+    content["environment"] = {"jax": "...", "...": "..."}
+    print("=== signatures.json (digests, pickles and environment cut short)")
+    print(json.dumps(content, indent=1))
+    run("run 3: a batch of 48, not 64", signatures, cache, "--batch", "48")
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1:
+        main(Path(sys.argv[1]))
+    else:
+        with tempfile.TemporaryDirectory() as temporary:
+            main(Path(temporary))

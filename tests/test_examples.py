@@ -9,10 +9,10 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_example(name):
+def run_example(name, *arguments):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name)],
+        [sys.executable, str(ROOT / "examples" / name), *map(str, arguments)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -97,11 +97,11 @@ def test_models_page_nnx_section_shows_the_real_output():
     assert "  model.bn.use_running_average: False -> True (static field of BatchNorm)" in out
 
 
-def test_warm_start_page_shows_the_real_output():
+def test_warm_start_page_shows_the_real_output(tmp_path):
     """As for the retraces page: each run the example prints is the page's next ``text``
     block, but for durations."""
-    out = run_example("warm_start.py")
-    assert_page_shows(out, "warm-start.md", 4, normalize=untimed)
+    out = run_example("warm_start.py", tmp_path)
+    assert_page_shows(out, "warm-start.md", 4, section="A real session", normalize=untimed)
     run_1, run_2, _, run_3 = out.split("\n=== ")[1:]
     assert "no manifest at signatures.json yet" in run_1
     assert "holds 2 signature(s) of 2 object(s)" in run_2
@@ -110,3 +110,33 @@ def test_warm_start_page_shows_the_real_output():
     assert "  batch['x']: f32[64,32] -> f32[48,32] (shape)" in run_3
     # the warm one (loaded) gave its place to the call's trace (compiled)
     assert "train: traces_used=1, compiles_used=1, cache_loads=1" in run_3
+
+
+def test_warm_start_page_shows_models_restarting_warm(tmp_path):
+    """The page's models section shows the equinox and nnx programs' real runs: the
+    second run of each traced its step ahead, in a background thread, and loaded it
+    from JAX's cache; an optax transformation built inline is named as not recorded."""
+    out = run_example("warm_start_models.py", tmp_path)
+    assert_page_shows(out, "warm-start.md", 5, section="Models: equinox and flax.nnx")
+    eqx_1, eqx_2, nnx_1, nnx_2, inline = out.split("\n=== ")[1:]
+    for cold, warm in ((eqx_1, eqx_2), (nnx_1, nnx_2)):
+        assert "traced by the first call\ntraces_used=1, compiles_used=1, cache_loads=0" in cold
+        assert "holds 1 signature(s) of 1 object(s)" in warm
+        assert "traced by a background thread, ahead of the first call" in warm
+        assert "traces_used=1, compiles_used=0, cache_loads=1" in warm
+        assert cold.split("\n")[2].partition(";")[0] == warm.split("\n")[2].partition(";")[0]
+    assert "trace 1 is not recorded: optimizer.tx.init holds <function init_fn>" in inline
+    assert {"equinox.json", "nnx.json", "inline.json"} <= {path.name for path in tmp_path.iterdir()}
+
+
+def test_warm_start_page_shows_a_preempted_run_restarting_warm(tmp_path):
+    """The page's preemption section shows a run stopped by SIGTERM (no exit handler
+    runs) that left its signature on disk, and its restart compiling it ahead."""
+    out = run_example("warm_start_preempted.py", tmp_path)
+    assert_page_shows(out, "warm-start.md", 2, section="Preemption, and jobs of several processes")
+    stopped, restart = out.split("\n=== ")[1:]
+    assert "signatures.json held 1 signature(s) when SIGTERM was sent" in stopped
+    assert "exit status -15: stopped by the signal" in stopped
+    assert "signatures.json holds 1 signature(s) of 1 object(s)" in restart
+    assert "traced by a background thread, ahead of the first call" in restart
+    assert "traces_used=1, compiles_used=0, cache_loads=1" in restart
