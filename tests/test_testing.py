@@ -652,7 +652,9 @@ class TestNoNewTraces:
                 step(jnp.ones(2))
         assert str(raised.value).count("New trace #1") == 1
 
-    @pytest.mark.parametrize("value", [jax.jit(lambda x: x), "step", None], ids=repr)
+    @pytest.mark.parametrize(
+        "value", [jax.jit(lambda x: x), "step", None], ids=["jax.jit object", "str", "None"]
+    )
     def test_what_is_not_a_budgeted_object_is_a_type_error(self, make_bounded, value):
         step = make_bounded(lambda x: x, max_traces=1)
         with pytest.raises(TypeError, match=r"^no_new_traces: objects\[1\] must be a BoundedJit"):
