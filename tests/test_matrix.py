@@ -44,6 +44,7 @@ from matrix_cases import (
     facts,
     jax_counts,
 )
+from tinax._src import private
 from tinax.jit import (
     Budgets,
     TraceBudgetError,
@@ -436,7 +437,15 @@ class TestWarmRestart:
         assert cell["tinax"] == cell["jax"] == [1, 1, 0], cell
         assert cell["clean"], cell
 
-    @modes()
+    @modes(
+        in_out_shardings=pytest.mark.xfail(
+            private.JAX_VERSION < (0, 10, 0),
+            strict=True,
+            reason="jax 0.9.2 (the floor): a call given in_shardings traces again instead of "
+            "using the trace precompile made from ShapeDtypeStructs, so the warm trace gives "
+            "its place and JAX counts 2 traces where traces_used is 1 (jax >= 0.10 reuses it)",
+        )
+    )
     def test_a_warm_run_loads_before_the_call_and_counts_as_jax_does(self, warm_runs, mode):
         cell = warm_runs[1][mode.name]
         assert cell["same result"], cell

@@ -588,6 +588,16 @@ def misplaced(frame: types.FrameType | None, *, lowering_only: bool) -> ValueErr
         return None
 
 
+def _context_for_assignment(pxla: Any, mesh: Any) -> Any:
+    """What ``_get_and_check_device_assignment`` takes of the context mesh: the mesh itself
+    (jax 0.10.2, 0.12.0.1: ``ctx_mesh``), or its flat devices, ``None`` for an empty mesh
+    (jax 0.9.2: ``context_devices``, as ``_cached_lowering_to_hlo`` passes them)."""
+    parameters = inspect.signature(pxla._get_and_check_device_assignment).parameters
+    if "context_devices" in parameters:
+        return None if mesh.empty else mesh._flat_devices_tuple
+    return mesh
+
+
 def _placement_error(
     local: Mapping[str, Any], arguments: Sequence[Any], in_shardings: Any, ctx_mesh: Any
 ) -> ValueError | None:
@@ -621,7 +631,7 @@ def _placement_error(
     try:
         pxla_._get_and_check_device_assignment(
             ((sharding, mismatch, None) for sharding in unique),
-            pxla_._get_context_mesh(ctx_mesh),
+            _context_for_assignment(pxla_, pxla_._get_context_mesh(ctx_mesh)),
         )
     except stages_.DeviceAssignmentMismatchError as error:
         (fails,) = error.args
