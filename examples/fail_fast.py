@@ -134,8 +134,8 @@ _JAX_ABORT = ("DEADLINE_EXCEEDED", "--------------------", "Barrier result")
 
 def kept(output):
     """A process's output less JAX's and gloo's log lines, the short-batch marker,
-    Python's caret lines under a traceback line, and the text of JAX's shutdown-barrier
-    abort (one line says where it was)."""
+    Python's caret lines under a traceback line, the text of JAX's shutdown-barrier
+    abort (one line says where it was), and empty lines before or after it all."""
     here = os.getcwd() + os.sep
     lines = [
         line.replace(here, "")  # paths as from the working directory
@@ -149,7 +149,9 @@ def kept(output):
             # Its length differs between JAX releases (9 to 27 lines): not shown.
             lines[index:] = ["[JAX's shutdown-barrier timeout error]"]
             break
-    return "\n".join(lines)
+    # A log line cut in two by another write can leave an empty line before the
+    # program's first: the output is what lies between its first and last text.
+    return "\n".join(lines).strip("\n")
 
 
 def main():
