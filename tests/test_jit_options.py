@@ -557,6 +557,14 @@ def star(a, *rest):
     return a
 
 
+class _NotASharding:
+    """An object no sharding rule accepts, whose repr (in a test id) is the same in
+    every process, unlike an object()'s address."""
+
+    def __repr__(self) -> str:
+        return "<not a sharding>"
+
+
 INVALID = [
     ({"static_argnums": True}, TypeError, r"static_argnums must be None, an int"),
     ({"static_argnums": (0, False)}, TypeError, r"static_argnums\[1\] must be an int"),
@@ -580,7 +588,7 @@ INVALID = [
     ({"compiler_options": {1: True}}, TypeError, r"compiler_options key must be a str"),
     ({"in_shardings": (None, None)}, ValueError, r"in_shardings must have one entry per"),
     ({"in_shardings": 3}, TypeError, r"in_shardings leaf specifications"),  # jax.jit's own
-    ({"out_shardings": object()}, TypeError, r"out_shardings"),
+    ({"out_shardings": _NotASharding()}, TypeError, r"out_shardings"),
 ]
 
 

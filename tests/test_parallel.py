@@ -270,6 +270,14 @@ def make_empty_mesh() -> Mesh:
     return Mesh(np.empty((0,), dtype=object), ("x",))
 
 
+def _stable_id(value: object) -> str:
+    """A test id the same in every process: a set's repr follows its strings' hashes,
+    which differ from process to process (pytest-xdist's workers must agree)."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(map(repr, value))) + "}"
+    return repr(value)
+
+
 class TestValueErrors:
     def test_raises_value_error_when_mesh_is_empty(self, make_sharded):
         value = make_empty_mesh()
@@ -299,7 +307,7 @@ class TestValueErrors:
     @pytest.mark.parametrize(
         ("value", "where"),
         [("z", "axis_names"), (["x", "z"], "axis_names[1]"), ({"x", ""}, "axis_names")],
-        ids=repr,
+        ids=_stable_id,
     )
     def test_raises_value_error_when_axis_names_has_an_unknown_axis(
         self, make_sharded, mesh_xy, value, where

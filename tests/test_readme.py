@@ -78,6 +78,32 @@ def test_the_test_command_is_the_one_ci_runs():
     assert "examples/quickstart.py" in commands[commands.index(test_command) - 1]
 
 
+def test_the_test_commands_workers_collect_the_same_tests_whatever_their_hash_seed():
+    """The test command runs pytest-xdist workers, which refuse to run unless each
+    collected the same test ids; a test id made from a set's repr follows its strings'
+    hashes, seeded per process. Two collections with two seeds must agree."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONHASHSEED"))}
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    runs = [
+        subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env={**env, "PYTHONHASHSEED": seed},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for seed in ("1", "2")
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    ids = [[line for line in out.splitlines() if "::" in line] for out in outputs]
+    assert len(ids[0]) > 3000, outputs[0][-2000:]
+    assert ids[0] == ids[1], sorted(set(ids[0]) ^ set(ids[1]))[:10]
+    # An address differs from process to process whatever the seed (and a cut one, in
+    # its first digits, only sometimes): no id may hold one.
+    assert [test for test in ids[0] if re.search(r" at 0x|0x[0-9a-f]{6,}", test)] == []
+
+
 def slug(heading):
     """The anchor mkdocs (and GitHub) give a heading."""
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
