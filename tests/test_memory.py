@@ -20,6 +20,11 @@ from tinax.jit import TraceBudgetWarning, bounded_jit
 TINAX_SOURCE = pathlib.Path(tinax.__file__).parent
 
 COUNT = 5000
+# A wrapper and its ledger refer to each other, so a dropped one goes at a garbage
+# collection: collecting every ALIVE_AT_ONCE objects bounds how many are alive at once,
+# and with them the size tinax's tables (dicts, which keep their capacity when entries
+# go) reach, the same in the warm-up as in the measured run, whatever ran before.
+ALIVE_AT_ONCE = 250
 
 
 def _scale(x):
@@ -46,15 +51,16 @@ def _build_trace_and_drop(count: int, x: jax.Array) -> list[weakref.ref]:
             parts = (step, step._ledger, step._jitted)
             dropped.extend(weakref.ref(part, _ignore) for part in parts)
             del step, function
+            if index % ALIVE_AT_ONCE == ALIVE_AT_ONCE - 1:
+                gc.collect()
     return dropped
 
 
 def test_dropped_objects_leave_nothing_behind(outside_session_budgets):
     x = jnp.ones(3)
     # Warm, at the measured scale: first-use caches of JAX and tinax filled, and tinax's
-    # tables (which, as dicts do, keep their capacity when entries go) grown to the size
-    # that the objects alive between two garbage collections need. Then only what is
-    # kept per object can grow.
+    # tables grown to the size that ALIVE_AT_ONCE objects need. Then only what is kept
+    # per object can grow.
     _build_trace_and_drop(COUNT, x)
     gc.collect()
     jax.clear_caches()
