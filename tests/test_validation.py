@@ -41,6 +41,13 @@ from strategies import (
 from tinax._src.core.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
+
+def _single_device_sharding(device):
+    """A one-device sharding, as each JAX spells it: jax 0.12 deprecates the class."""
+    make = getattr(jax.sharding, "make_single_device_sharding", None)
+    return make(device) if make is not None else jax.sharding.SingleDeviceSharding(device)
+
+
 # --- functions to wrap ---------------------------------------------------------------------
 
 
@@ -204,7 +211,7 @@ NOT_A_MESH = [
     pytest.param(lambda: 8, id="int"),
     pytest.param(lambda: jax.devices(), id="device-list"),
     pytest.param(lambda: np.array(jax.devices()), id="device-ndarray"),
-    pytest.param(lambda: jax.sharding.SingleDeviceSharding(jax.devices()[0]), id="sharding"),
+    pytest.param(lambda: _single_device_sharding(jax.devices()[0]), id="sharding"),
 ]
 
 
