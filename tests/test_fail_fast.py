@@ -399,6 +399,8 @@ def test_the_guide_shows_the_real_output_of_the_example():
         path.write_text(page)
         blocks = [(start, end) for start, end in text_blocks(page) if start > section]
     for (start, end), (title, _, body) in zip(blocks, jobs, strict=True):
+        if title.strip() == "max_traces=2, without fail_fast" and _hung(body):
+            continue  # the guide's other, timing-dependent outcome, which it names
         assert untimed(page[start:end]) == untimed(body.rstrip()), f"{title!r} is out of date"
     assert "--- process 0 (exit status 1)\nstep 0" in out  # with fail_fast: both fail
     assert "  batch['x']: f32[64@data,64] -> f32[40@data,64] (shape) on process 1" in out
@@ -436,3 +438,15 @@ class TestAmbientMesh:
 
         bounded_jit(body, max_traces=1, mesh=mesh)(jnp.ones(8))
         assert seen == [mesh]
+
+
+def _hung(body):
+    """Both processes ran steps 0 and 1, then hung in mismatched collectives until the
+    launcher killed them: the outcome the guide names beside the one it shows."""
+    lines = untimed(body.rstrip()).splitlines()
+    killed = [f"--- process {index} (exit status -9)" for index in (0, 1)]
+    return (
+        all(line in lines for line in killed)
+        and lines.count("step 1: loss 0.4096") == 2
+        and lines[-1].startswith("--- killed by the launcher")
+    )
