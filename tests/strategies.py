@@ -37,7 +37,7 @@ import numpy as np
 from jax.sharding import AxisType, Mesh
 
 
-def _single_device_sharding(device):
+def single_device_sharding(device):
     """A one-device sharding, as each JAX spells it: jax 0.12 deprecates the class."""
     make = getattr(jax.sharding, "make_single_device_sharding", None)
     return make(device) if make is not None else jax.sharding.SingleDeviceSharding(device)
@@ -550,7 +550,7 @@ def meshes_any() -> st.SearchStrategy[object]:
         _empty_mesh,
         lambda: jax.devices(),
         lambda: np.array(jax.devices()),
-        lambda: _single_device_sharding(jax.devices()[0]),
+        lambda: single_device_sharding(jax.devices()[0]),
     )
     return st.one_of(valid_meshes(), st.sampled_from(invalid).map(lambda build: build()))
 

@@ -28,6 +28,7 @@ from strategies import (
     builtins_without_signature,
     callables,
     identifiers,
+    single_device_sharding,
     valid_argnames,
     valid_argnames_pair,
     valid_axis_sizes,
@@ -40,13 +41,6 @@ from strategies import (
 )
 from tinax._src.core.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
-
-
-def _single_device_sharding(device):
-    """A one-device sharding, as each JAX spells it: jax 0.12 deprecates the class."""
-    make = getattr(jax.sharding, "make_single_device_sharding", None)
-    return make(device) if make is not None else jax.sharding.SingleDeviceSharding(device)
-
 
 # --- functions to wrap ---------------------------------------------------------------------
 
@@ -211,7 +205,7 @@ NOT_A_MESH = [
     pytest.param(lambda: 8, id="int"),
     pytest.param(lambda: jax.devices(), id="device-list"),
     pytest.param(lambda: np.array(jax.devices()), id="device-ndarray"),
-    pytest.param(lambda: _single_device_sharding(jax.devices()[0]), id="sharding"),
+    pytest.param(lambda: single_device_sharding(jax.devices()[0]), id="sharding"),
 ]
 
 

@@ -15,14 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strategies import single_device_sharding
 from tinax._src.core import validation
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
-
-
-def _single_device_sharding(device):
-    """A one-device sharding, as each JAX spells it: jax 0.12 deprecates the class."""
-    make = getattr(jax.sharding, "make_single_device_sharding", None)
-    return make(device) if make is not None else jax.sharding.SingleDeviceSharding(device)
 
 
 def step(x, y, *, scale=1.0):
@@ -324,7 +319,7 @@ class _NoSignature:
     [
         ({}, 0),
         ({"keep_unused": True, "static_argnums": 1}, 0),
-        ({"out_shardings": _single_device_sharding(jax.devices()[0])}, 1),
+        ({"out_shardings": single_device_sharding(jax.devices()[0])}, 1),
     ],
     ids=["defaults", "checked-by-tinax", "checked-by-jax"],
 )
