@@ -719,21 +719,22 @@ class BudgetedMixin:
         return stage
 
     @_user_facing
-    def lower(self, *args: Any, **kwargs: Any) -> Any:
+    def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
         if the signature is new, and its ``compile()`` counts in `compiles_used`. See
         `jax.jit`'s ``lower``. With ``propagate_updates=True``, its ``compile()`` is
         called with the `flax.nnx` objects, as the object is, and writes back their
-        updates."""
+        updates (a stage of tinax's that has every attribute of JAX's, typed as it)."""
         with private.lowering():  # lowered at once: placed against in_shardings, JAX's error
             stage = self._traced(args, kwargs)
         return self._under_mesh(stage.lower)
 
     @_user_facing
-    def trace(self, *args: Any, **kwargs: Any) -> Any:
+    def trace(self, *args: Any, **kwargs: Any) -> jax.stages.Traced:
         """Traces the function for these arguments (under the mesh if set); counts a trace
         if the signature is new, and its ``lower().compile()`` counts in
-        `compiles_used`. See `jax.jit`'s ``trace``."""
+        `compiles_used`. See `jax.jit`'s ``trace``. With ``propagate_updates=True``, a
+        stage of tinax's that has every attribute of JAX's, typed as it."""
         return self._traced(args, kwargs)
 
     @_user_facing
