@@ -241,16 +241,16 @@ def split_call(
     return split_donated(args, kwargs, donated), {}
 
 
-def jit_kwargs(kwargs: Mapping[str, Any], donated: Statics) -> dict[str, Any]:
+def jit_kwargs(kwargs: Mapping[str, Any], donated: Statics | None) -> dict[str, Any]:
     """The `jax.jit` options of the split call: the key static (argument 1, or 2 after
     the donated leaves), and argument 0 donated in place of the user's donated
-    arguments (``donated``, from the options; none if it names none)."""
+    arguments (``donated``; ``None``: none)."""
     options = {
         key: value
         for key, value in kwargs.items()
         if key not in ("donate_argnums", "donate_argnames")
     }
-    if not (donated.argnums or donated.argnames):
+    if donated is None:
         return {**options, "static_argnums": 1}
     return {**options, "static_argnums": 2, "donate_argnums": 0}
 

@@ -121,8 +121,9 @@ def parse_jit_options(
     donated = None
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
         statics = statics._replace(nonarrays=True)
-        donated = options.donated if donating else None  # and the donated leaves first
-        kwargs = nonarrays.jit_kwargs(kwargs, options.donated)
+        if options.donated.argnums or options.donated.argnames:  # the donated leaves apart
+            donated = options.donated
+        kwargs = nonarrays.jit_kwargs(kwargs, donated)
     if propagate and writes_back and "out_shardings" in kwargs:
         kwargs = {**kwargs, "out_shardings": nnx_checks.output_shardings(kwargs["out_shardings"])}
     return JitOptions(statics, kwargs, static_nonarrays, propagate, donating, donated)
