@@ -390,8 +390,8 @@ class TestDiagnosis:
             "model.activation: <function relu> -> <function gelu> (static leaf)",
             "How to fix:",
             "static value: with static_nonarrays=True each new non-array value is a new trace: "
-            "build functions and configs once and keep them, or pass the value as an array "
-            "(jnp.asarray) to trace it",
+            "keep functions and configs fixed, or allow a trace per value (max_traces at least "
+            "the count of values)",  # a function is no array: no advice to pass one
         ]
         assert step.traces_used == 1
 

@@ -144,7 +144,37 @@ class TestOneDifferenceOfEachKind:
         )
         line = "mode: 'train' -> 'eval' (static argument value)"
         assert_reports(error, line, "static value", "every new value of a static argument")
-        assert "do not mark it static" in str(error)
+        assert lines(error)[-2] == (  # no array holds a string: no advice to pass one
+            "  static value: every new value of a static argument is a new trace: keep it fixed, "
+            "or allow a trace per value (max_traces at least the count of values)"
+        )
+
+    def test_static_number(self):
+        error = refusal(
+            bounded_jit(lambda x, n: x * n, max_traces=1, static_argnums=1),
+            ((jnp.ones(2), 2), {}),
+            ((jnp.ones(2), 3), {}),
+        )
+        assert_reports(error, "n: 2 -> 3 (static argument value)", "static value", "every new")
+        assert lines(error)[-2] == (
+            "  static value: every new value of a static argument is a new trace: keep it fixed, "
+            "or, where the function only computes with it (no if, no shape), do not mark it "
+            "static and pass it as an array"
+        )
+
+    def test_static_bool_is_a_mode_flag(self):
+        error = refusal(
+            bounded_jit(lambda x, train: x if train else -x, max_traces=1, static_argnums=1),
+            ((jnp.ones(2), True), {}),
+            ((jnp.ones(2), False), {}),
+        )
+        line = "train: True -> False (static argument value)"
+        assert_reports(error, line, "static value", "a bool read by a Python if")
+        assert lines(error)[-2] == (
+            "  static value: a bool read by a Python if cannot be traced "
+            "(TracerBoolConversionError): allow a trace per mode (max_traces=2, twice what one "
+            "mode needs), or wrap the function once per mode"
+        )
 
     def test_tree_structure(self):
         error = refusal(
