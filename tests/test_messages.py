@@ -318,6 +318,79 @@ class TestWhichArgumentAndWhichTrace:
         assert [fix.split(":")[0].strip() for fix in fixes] == ["shape", "dtype", "static value"]
 
 
+class TestTracedSoFar:
+    """A call outside every traced shape: beside the closest trace, what each earlier
+    trace held where the call differs (the shapes a serving loop has)."""
+
+    def serving(self, sizes, max_traces=None):
+        step = bounded_jit(lambda x: x * 2, max_traces=max_traces or len(sizes))
+        for size in sizes:
+            step(jnp.ones((size, 3)))
+        return step
+
+    def test_the_budget_error_lists_every_traced_shape(self):
+        step = self.serving((8, 16, 32))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((24, 3)))
+        assert lines(info.value)[2:7] == [
+            "Closest earlier trace: #3 (1 difference):",
+            "  x: f32[32,3] -> f32[24,3] (shape)",
+            "Traced so far, where this call differs:",
+            "  x: #1 f32[8,3], #2 f32[16,3], #3 f32[32,3]",
+            "How to fix:",
+        ]
+
+    def test_explain_lists_them_too(self):
+        step = self.serving((8, 16), max_traces=3)
+        assert str(step.explain(jnp.ones((24, 3)))).splitlines()[3:5] == [
+            "Traced so far, where this call differs:",
+            "  x: #1 f32[8,3], #2 f32[16,3]",
+        ]
+
+    def test_one_earlier_trace_is_the_difference_line_alone(self):
+        step = self.serving((8,))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((24, 3)))
+        assert "Traced so far, where this call differs:" not in lines(info.value)
+        assert lines(info.value)[4] == "How to fix:"
+
+    def test_many_traces_keep_the_first_and_the_latest_in_200_characters(self):
+        step = self.serving(range(1, 41))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((50, 3)))
+        text = lines(info.value)
+        listed = text[text.index("Traced so far, where this call differs:") + 1]
+        assert len(listed) <= 200
+        assert listed.startswith("  x: #1 f32[1,3], ... ")
+        assert listed.endswith(", #39 f32[39,3], #40 f32[40,3]")
+        dropped = int(listed.split("... ")[1].split(" more")[0])
+        assert listed.count("#") + dropped == 40
+
+    def test_each_leaf_that_differs_on_its_own_line_at_most_three(self):
+        step = bounded_jit(lambda a, b, c, d: a, max_traces=2)
+        step(jnp.ones(1), jnp.ones(1), jnp.ones(1), jnp.ones(1))
+        step(jnp.ones(2), jnp.ones(2), jnp.ones(2), jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.ones(3))
+        text = lines(info.value)
+        start = text.index("Traced so far, where this call differs:")
+        assert text[start + 1 : start + 6] == [
+            "  a: #1 f32[1], #2 f32[2]",
+            "  b: #1 f32[1], #2 f32[2]",
+            "  c: #1 f32[1], #2 f32[2]",
+            "  ... and 1 more",
+            "How to fix:",
+        ]
+
+    def test_a_change_of_tree_structure_lists_nothing(self):
+        step = bounded_jit(lambda batch: batch[0], max_traces=2)
+        step((jnp.ones(2),))
+        step((jnp.ones(2), jnp.ones(2)))
+        with pytest.raises(TraceBudgetError) as info:
+            step((jnp.ones(2), jnp.ones(2), jnp.ones(2)))
+        assert "Traced so far, where this call differs:" not in lines(info.value)
+
+
 def test_auto_mesh_placement_is_a_sharding_difference(mesh8):
     """On an Auto mesh the type prints alike (f32[8]) but carries the mesh: say where."""
     placed = jax.device_put(jnp.ones(8), jax.sharding.NamedSharding(mesh8, PartitionSpec("x")))
