@@ -76,7 +76,7 @@ def _flag(value: object) -> bool:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, numbers.Number) and not isinstance(value, bool)
+    return not isinstance(value, bool) and isinstance(value, numbers.Number)
 
 
 def static_fix(kind: str, old: object, new: object, *, leaf: bool = False) -> str | None:
