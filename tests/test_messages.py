@@ -382,6 +382,15 @@ class TestTracedSoFar:
             "How to fix:",
         ]
 
+    def test_leaves_that_share_a_line_for_one_cause_list_nothing(self):
+        step = bounded_jit(lambda tree: 0, max_traces=2)
+        step({k: jnp.ones(1) for k in "abc"})
+        step({k: jnp.ones(2) for k in "abc"})
+        with pytest.raises(TraceBudgetError) as info:  # one cast of three leaves: one line
+            step({k: jnp.ones(2, jnp.bfloat16) for k in "abc"})
+        assert lines(info.value)[3] == "  tree (3 leaves): f32 -> bf16 (dtype)"
+        assert lines(info.value)[4] == "How to fix:"
+
     def test_a_change_of_tree_structure_lists_nothing(self):
         step = bounded_jit(lambda batch: batch[0], max_traces=2)
         step((jnp.ones(2),))
