@@ -722,3 +722,72 @@ class TestFixesFollowedLiterallyRun:
         assert "jax.random.key(seed, impl=...) with the same impl" in fix
         one_impl = [(jax.random.key(0, impl="rbg"),), (jax.random.key(1, impl="rbg"),)]
         runs_as_jax_jit(bounded_jit(draw, max_traces=1), jax.jit(draw), one_impl)
+
+    def test_a_bool_and_an_int_one_type(self):
+        calls = [(jnp.ones(2), True), (jnp.ones(2), 1)]
+        fix = fix_for(bounded_jit(scale, max_traces=1), calls, "dtype")
+        assert "pass one type on every call (True/False or 0/1), or an array of one dtype" in fix
+        for one_type in ([True, False], [0, 1], [jnp.int32(0), jnp.int32(1)]):
+            calls = [(jnp.ones(2), n) for n in one_type]
+            runs_as_jax_jit(bounded_jit(scale, max_traces=1), jax.jit(scale), calls)
+
+    def test_a_placement_on_auto_axes_the_first_spec(self):
+        mesh = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Auto,))
+        double = lambda x: x * 2  # noqa: E731
+        placed = jax.device_put(np.ones((8, 4), np.float32), NamedSharding(mesh, P("data")))
+        calls = [(placed,), (np.ones((8, 4), np.float32),)]
+        fix = fix_for(bounded_jit(double, max_traces=1), calls, "sharding")
+        assert "NamedSharding(mesh, spec)), with the spec x had when traced first" in fix
+        again = jax.device_put(np.arange(32.0, dtype=np.float32).reshape(8, 4), placed.sharding)
+        runs_as_jax_jit(bounded_jit(double, max_traces=1), jax.jit(double), [(placed,), (again,)])
+
+    def test_a_class_whose_own_eq_is_false_passes_the_same_object(self):
+        class Never:
+            def __eq__(self, other):
+                return False
+
+            def __hash__(self):
+                return 1
+
+            def __repr__(self):
+                return "Never()"
+
+        plus = lambda x, c: x + 1  # noqa: E731
+        calls = [(jnp.ones(2), Never()), (jnp.ones(2), Never())]
+        fix = fix_for(bounded_jit(plus, max_traces=1, static_argnums=1), calls, "static equality")
+        assert fix.endswith("or pass the same object on every call")
+        one = Never()  # found by identity first, as JAX's cache does
+        same = [(jnp.ones(2), one), (jnp.arange(2.0), one)]
+        runs_as_jax_jit(
+            bounded_jit(plus, max_traces=1, static_argnums=1), jax.jit(plus, static_argnums=1), same
+        )
+
+    def test_a_method_wrapped_per_instance_has_a_budget_per_instance(self):
+        import functools
+
+        class Shared:
+            def __init__(self, bias):
+                self.bias = bias
+
+            @functools.partial(bounded_jit, max_traces=1, static_argnames="self")
+            def step(self, x):
+                return x + self.bias
+
+        Shared(1.0).step(jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as info:
+            Shared(2.0).step(jnp.ones(2))
+        assert "wrap the bound method in __init__: self.step = bounded_jit(self._step, ...)" in str(
+            info.value
+        )
+
+        class Own:
+            def __init__(self, bias):
+                self.bias = bias
+                self.step = bounded_jit(self._step, max_traces=1)
+
+            def _step(self, x):
+                return x + self.bias
+
+        for bias in (1.0, 2.0):
+            model = Own(bias)
+            runs_as_jax_jit(model.step, jax.jit(model._step), [(jnp.ones(2),), (jnp.zeros(2),)])
