@@ -366,6 +366,18 @@ class TestTracedSoFar:
         dropped = int(listed.split("... ")[1].split(" more")[0])
         assert listed.count("#") + dropped == 40
 
+    def test_a_long_static_value_is_cut_in_each_cell(self):
+        step = bounded_jit(lambda x, note: x, max_traces=2, static_argnums=1)
+        for word in ("first", "second"):
+            step(jnp.ones(2), f"{word} " + "very long note " * 10)
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(2), "third")
+        text = lines(info.value)
+        assert text[text.index("Traced so far, where this call differs:") + 1] == (
+            "  note: #1 'first very long note very long note very long note very ..., "
+            "#2 'second very long note very long note very long note ..."  # 60 characters each
+        )
+
     def test_each_leaf_that_differs_on_its_own_line_at_most_three(self):
         step = bounded_jit(lambda a, b, c, d: a, max_traces=2)
         step(jnp.ones(1), jnp.ones(1), jnp.ones(1), jnp.ones(1))

@@ -448,7 +448,7 @@ def _traced_lines(
     for path in paths[:_MAX_TRACED_PATHS]:
         head = f"  {elide.path(path, _MAX_NAME)}: "
         cells = [
-            f"#{trace.number} {leaves.get(path, '-')}"
+            f"#{trace.number} {elide.words(leaves.get(path, '-'), _MAX_CELL)}"
             for trace, leaves in zip(history, texts, strict=True)
         ]
         closest = [trace is best for trace in history]
