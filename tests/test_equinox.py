@@ -49,6 +49,31 @@ def forward(model: Any, x: jax.Array) -> jax.Array:
     return model(x)
 
 
+class Dropped(eqx.Module):
+    """A Linear then a Dropout, whose bool ``inference`` field inference_mode flips."""
+
+    layers: list[Any]
+
+    def __init__(self, key: jax.Array) -> None:
+        self.layers = [eqx.nn.Linear(3, 3, key=key), eqx.nn.Dropout(0.5)]
+
+    def __call__(self, x: jax.Array, key: jax.Array) -> jax.Array:
+        return self.layers[1](self.layers[0](x), key=key)
+
+
+def apply_keyed(model: Any, x: jax.Array, key: jax.Array) -> jax.Array:
+    return model(x, key)
+
+
+class Gain(eqx.Module):
+    """A module with a number field the function only computes with."""
+
+    gain: Any
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return x * self.gain
+
+
 # --- training, as under eqx.filter_jit ------------------------------------------------------
 
 
@@ -460,10 +485,68 @@ class TestDiagnosis:
             "model.activation: <function relu> -> <function gelu> (static leaf)",
             "How to fix:",
             "static value: with static_nonarrays=True each new non-array value is a new trace: "
-            "build functions and configs once and keep them, or pass the value as an array "
-            "(jnp.asarray) to trace it",
+            "keep functions and configs fixed, or allow a trace per value (max_traces at least "
+            "the count of values)",  # a function is no array: no advice to pass one
         ]
         assert step.traces_used == 1
+
+    def test_inference_mode_gets_the_mode_fix_and_each_way_runs_as_filter_jit(self):
+        """eqx.nn.inference_mode flips Dropout's bool inference field, which Dropout reads
+        with a Python if: the fix is a trace per mode or an object per mode, and each,
+        followed literally, runs as eqx.filter_jit; the array it does not offer raises."""
+        model, x, key = Dropped(jax.random.key(0)), jnp.ones(3), jax.random.key(1)
+        step = bounded_jit(apply_keyed, max_traces=1, static_nonarrays=True)
+        step(model, x, key)
+        with pytest.raises(TraceBudgetError) as info:
+            step(eqx.nn.inference_mode(model), x, key)
+        assert lines(info.value)[2:6] == [
+            "Closest earlier trace: #1 (1 difference):",
+            "model.layers[1].inference: False -> True (static leaf)",
+            "How to fix:",
+            "static value: a bool read by a Python if cannot be traced "
+            "(TracerBoolConversionError): allow a trace per mode (max_traces=2, twice what "
+            "one mode needs), or wrap the function once per mode",
+        ]
+        modes = [model, eqx.nn.inference_mode(model)]
+        reference = eqx.filter_jit(apply_keyed)
+        per_mode = bounded_jit(apply_keyed, max_traces=2, static_nonarrays=True)
+        for mode in modes * 2:  # train, eval, train, eval
+            np.testing.assert_array_equal(per_mode(mode, x, key), reference(mode, x, key))
+        assert per_mode.traces_used == 2
+        for mode in modes:  # one object per mode, the budget of one mode each
+            own = bounded_jit(apply_keyed, max_traces=1, static_nonarrays=True)
+            for _ in range(2):
+                np.testing.assert_array_equal(own(mode, x, key), reference(mode, x, key))
+            assert own.traces_used == 1
+        as_array = eqx.nn.inference_mode(model, value=jnp.asarray(True))
+        for jit in (bounded_jit(apply_keyed, max_traces=1, static_nonarrays=True), reference):
+            with pytest.raises(jax.errors.TracerBoolConversionError):
+                jit(as_array, x, key)
+
+    def test_a_number_field_passed_as_an_array_runs_as_filter_jit(self):
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        step(Gain(2.0), jnp.ones(3))
+        with pytest.raises(TraceBudgetError) as info:
+            step(Gain(3.0), jnp.ones(3))
+        assert lines(info.value)[5] == (
+            "static value: with static_nonarrays=True each new non-array value is a new trace: "
+            "keep functions and configs fixed, or pass a number the function only computes "
+            "with as an array (jnp.asarray)"
+        )
+        step = bounded_jit(forward, max_traces=1, static_nonarrays=True)
+        for gain in (2.0, 3.0):
+            ours = step(Gain(jnp.asarray(gain)), jnp.ones(3))
+            np.testing.assert_array_equal(ours, eqx.filter_jit(forward)(Gain(gain), jnp.ones(3)))
+        assert step.traces_used == 1
+
+    def test_a_function_field_gets_a_trace_per_value_which_runs_as_filter_jit(self):
+        step = bounded_jit(forward, max_traces=2, static_nonarrays=True)  # the fix: 2 values
+        for activation in (jax.nn.relu, jax.nn.gelu, jax.nn.relu):
+            model = mlp(activation)
+            np.testing.assert_array_equal(
+                step(model, jnp.ones(16)), eqx.filter_jit(forward)(model, jnp.ones(16))
+            )
+        assert step.traces_used == 2
 
     def test_python_int_field_change_is_named_by_explain(self):
         step = bounded_jit(forward, max_traces=1, static_nonarrays=True)

@@ -144,7 +144,37 @@ class TestOneDifferenceOfEachKind:
         )
         line = "mode: 'train' -> 'eval' (static argument value)"
         assert_reports(error, line, "static value", "every new value of a static argument")
-        assert "do not mark it static" in str(error)
+        assert lines(error)[-2] == (  # no array holds a string: no advice to pass one
+            "  static value: every new value of a static argument is a new trace: keep it fixed, "
+            "or allow a trace per value (max_traces at least the count of values)"
+        )
+
+    def test_static_number(self):
+        error = refusal(
+            bounded_jit(lambda x, n: x * n, max_traces=1, static_argnums=1),
+            ((jnp.ones(2), 2), {}),
+            ((jnp.ones(2), 3), {}),
+        )
+        assert_reports(error, "n: 2 -> 3 (static argument value)", "static value", "every new")
+        assert lines(error)[-2] == (
+            "  static value: every new value of a static argument is a new trace: keep it fixed, "
+            "or, where the function only computes with it (no if, no shape), do not mark it "
+            "static and pass it as an array"
+        )
+
+    def test_static_bool_is_a_mode_flag(self):
+        error = refusal(
+            bounded_jit(lambda x, train: x if train else -x, max_traces=1, static_argnums=1),
+            ((jnp.ones(2), True), {}),
+            ((jnp.ones(2), False), {}),
+        )
+        line = "train: True -> False (static argument value)"
+        assert_reports(error, line, "static value", "a bool read by a Python if")
+        assert lines(error)[-2] == (
+            "  static value: a bool read by a Python if cannot be traced "
+            "(TracerBoolConversionError): allow a trace per mode (max_traces=2, twice what one "
+            "mode needs), or wrap the function once per mode"
+        )
 
     def test_tree_structure(self):
         error = refusal(
@@ -286,6 +316,100 @@ class TestWhichArgumentAndWhichTrace:
         text = lines(error)
         fixes = [line for line in text[text.index("How to fix:") + 1 :] if line.startswith("  ")]
         assert [fix.split(":")[0].strip() for fix in fixes] == ["shape", "dtype", "static value"]
+
+
+class TestTracedSoFar:
+    """A call outside every traced shape: beside the closest trace, what each earlier
+    trace held where the call differs (the shapes a serving loop has)."""
+
+    def serving(self, sizes, max_traces=None):
+        step = bounded_jit(lambda x: x * 2, max_traces=max_traces or len(sizes))
+        for size in sizes:
+            step(jnp.ones((size, 3)))
+        return step
+
+    def test_the_budget_error_lists_every_traced_shape(self):
+        step = self.serving((8, 16, 32))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((24, 3)))
+        assert lines(info.value)[2:7] == [
+            "Closest earlier trace: #3 (1 difference):",
+            "  x: f32[32,3] -> f32[24,3] (shape)",
+            "Traced so far, where this call differs:",
+            "  x: #1 f32[8,3], #2 f32[16,3], #3 f32[32,3]",
+            "How to fix:",
+        ]
+
+    def test_explain_lists_them_too(self):
+        step = self.serving((8, 16), max_traces=3)
+        assert str(step.explain(jnp.ones((24, 3)))).splitlines()[3:5] == [
+            "Traced so far, where this call differs:",
+            "  x: #1 f32[8,3], #2 f32[16,3]",
+        ]
+
+    def test_one_earlier_trace_is_the_difference_line_alone(self):
+        step = self.serving((8,))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((24, 3)))
+        assert "Traced so far, where this call differs:" not in lines(info.value)
+        assert lines(info.value)[4] == "How to fix:"
+
+    def test_many_traces_keep_the_first_and_the_latest_in_200_characters(self):
+        step = self.serving(range(1, 41))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones((50, 3)))
+        text = lines(info.value)
+        listed = text[text.index("Traced so far, where this call differs:") + 1]
+        assert len(listed) <= 200
+        assert listed.startswith("  x: #1 f32[1,3], ... ")
+        assert listed.endswith(", #39 f32[39,3], #40 f32[40,3]")
+        dropped = int(listed.split("... ")[1].split(" more")[0])
+        assert listed.count("#") + dropped == 40
+
+    def test_a_long_static_value_is_cut_in_each_cell(self):
+        step = bounded_jit(lambda x, note: x, max_traces=2, static_argnums=1)
+        for word in ("first", "second"):
+            step(jnp.ones(2), f"{word} " + "very long note " * 10)
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(2), "third")
+        text = lines(info.value)
+        assert text[text.index("Traced so far, where this call differs:") + 1] == (
+            "  note: #1 'first very long note very long note very long note very ..., "
+            "#2 'second very long note very long note very long note ..."  # 60 characters each
+        )
+
+    def test_each_leaf_that_differs_on_its_own_line_at_most_three(self):
+        step = bounded_jit(lambda a, b, c, d: a, max_traces=2)
+        step(jnp.ones(1), jnp.ones(1), jnp.ones(1), jnp.ones(1))
+        step(jnp.ones(2), jnp.ones(2), jnp.ones(2), jnp.ones(2))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.ones(3))
+        text = lines(info.value)
+        start = text.index("Traced so far, where this call differs:")
+        assert text[start + 1 : start + 6] == [
+            "  a: #1 f32[1], #2 f32[2]",
+            "  b: #1 f32[1], #2 f32[2]",
+            "  c: #1 f32[1], #2 f32[2]",
+            "  ... and 1 more",
+            "How to fix:",
+        ]
+
+    def test_leaves_that_share_a_line_for_one_cause_list_nothing(self):
+        step = bounded_jit(lambda tree: 0, max_traces=2)
+        step({k: jnp.ones(1) for k in "abc"})
+        step({k: jnp.ones(2) for k in "abc"})
+        with pytest.raises(TraceBudgetError) as info:  # one cast of three leaves: one line
+            step({k: jnp.ones(2, jnp.bfloat16) for k in "abc"})
+        assert lines(info.value)[3] == "  tree (3 leaves): f32 -> bf16 (dtype)"
+        assert lines(info.value)[4] == "How to fix:"
+
+    def test_a_change_of_tree_structure_lists_nothing(self):
+        step = bounded_jit(lambda batch: batch[0], max_traces=2)
+        step((jnp.ones(2),))
+        step((jnp.ones(2), jnp.ones(2)))
+        with pytest.raises(TraceBudgetError) as info:
+            step((jnp.ones(2), jnp.ones(2), jnp.ones(2)))
+        assert "Traced so far, where this call differs:" not in lines(info.value)
 
 
 def test_auto_mesh_placement_is_a_sharding_difference(mesh8):

@@ -383,6 +383,10 @@ class TestDefaultDetects:
         assert dropped(counter, jnp.ones(3)).tolist() == [1.0, 1.0, 1.0]
 
 
+def run_model(model, x):
+    return model(x)
+
+
 class TestModeSwitch:
     def test_eval_after_train_is_diagnosed_with_the_exact_line(self):
         model, _ = make()
@@ -398,6 +402,39 @@ class TestModeSwitch:
             "model.dropout.deterministic: False -> True (static field of Dropout)",
             "How to fix:",
         ]
+
+    def test_the_mode_fix_followed_either_way_runs_as_nnx_jit(self):
+        """model.eval() flips the bools BatchNorm and Dropout read with a Python if: the fix
+        is a trace per mode or an object per mode (never an array), and each, followed
+        literally, runs as nnx.jit: outputs and every Variable after train, eval, train, eval."""
+        model, _ = make()
+        step = bounded_jit(run_model, max_traces=1, propagate_updates=True)
+        step(model, BATCH[0])
+        model.eval()
+        with pytest.raises(TraceBudgetError) as info:
+            step(model, BATCH[0])
+        assert str(info.value).splitlines()[-2] == (
+            "  static field: a bool read by a Python if cannot be traced "
+            "(TracerBoolConversionError): allow a trace per mode (max_traces=2, twice what one "
+            "mode needs), or wrap the function once per mode"
+        )
+        reference = nnx.jit(run_model)
+        per_mode = bounded_jit(run_model, max_traces=2, propagate_updates=True)
+        by_mode = {
+            mode: bounded_jit(run_model, max_traces=1, propagate_updates=True)
+            for mode in ("train", "eval")
+        }
+        for pick in (lambda mode: per_mode, by_mode.__getitem__):
+            ours, theirs = make()[0], make()[0]
+            for mode in ("train", "eval") * 2:
+                for each in (ours, theirs):
+                    getattr(each, mode)()
+                np.testing.assert_allclose(
+                    pick(mode)(ours, BATCH[0]), reference(theirs, BATCH[0]), atol=1e-6, rtol=0
+                )
+            assert_same_state((ours,), (theirs,))
+        assert per_mode.traces_used == 2
+        assert [each.traces_used for each in by_mode.values()] == [1, 1]
 
     def test_switching_back_to_train_reuses_the_first_trace(self):
         model, _ = make()

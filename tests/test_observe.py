@@ -104,6 +104,17 @@ class TestLogging:
         assert "Closest earlier trace: #1" in message
         assert "x: f32[3] -> f32[4] (shape)" in message
 
+    def test_a_retrace_after_two_traces_lists_what_each_held(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=3)
+        for size in (3, 4, 5):
+            step(jnp.ones(size))
+        message = tinax_log()[-1].getMessage().splitlines()
+        assert message[-5:-2] == [
+            "  x: f32[4] -> f32[5] (shape)",
+            "Traced so far, where this call differs:",
+            "  x: #1 f32[3], #2 f32[4]",
+        ]
+
     def test_retrace_is_recorded_when_the_level_is_info(self, make_bounded, caplog):
         caplog.set_level(logging.INFO, logger="tinax")
         step = make_bounded(double, max_traces=2)

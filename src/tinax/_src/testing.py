@@ -642,7 +642,9 @@ def _new_traces_text(
         earlier = [old for old in history if old.number < signature.number]
         best, found = compare.closest(earlier, signature)
         lines.append(f"New trace #{signature.number}:")
-        lines.extend(f"  {line}" for line in report.explanation_lines(best, found, signature))
+        lines.extend(
+            f"  {line}" for line in report.explanation_lines(best, found, signature, earlier)
+        )
     return "\n".join(lines)
 
 

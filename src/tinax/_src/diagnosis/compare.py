@@ -389,7 +389,9 @@ def _value_differences(
             return [
                 Difference(path, old_text, new_text, ("static value",), detail, fix=STATIC_LEAF)
             ]
-        found = static_differences(path, before, after, detail="static leaf", kind="static value")
+        found = static_differences(
+            path, before, after, detail="static leaf", kind="static value", leaf=True
+        )
         return [
             attrs.evolve(difference, fix=STATIC_LEAF)
             if difference.kinds == ("static value",) and difference.fix is None

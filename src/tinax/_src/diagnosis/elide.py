@@ -78,7 +78,18 @@ def items(entries: Sequence[tuple[str, str, bool]], limit: int, separator: str =
         entry if len(entry) <= each else _one(name, text, each)
         for entry, (name, text, _) in zip(shown, entries, strict=True)
     ]
-    order = sorted(range(len(shown)), key=lambda i: (not entries[i][2], i != 0, -i))
+    return joined_within(shown, [entry[2] for entry in entries], limit, separator)
+
+
+def joined_within(
+    shown: Sequence[str], marked: Sequence[bool], limit: int, separator: str = ", "
+) -> str:
+    """``shown`` joined, in at most ``limit`` characters: whole entries dropped from the
+    middle (``... N more ...``), those ``marked`` last, then the first and the latest."""
+    joined = separator.join(shown)
+    if len(joined) <= limit:
+        return joined
+    order = sorted(range(len(shown)), key=lambda i: (not marked[i], i != 0, -i))
     kept: list[int] = []
     text = ""
     for index in order[:64]:  # at most a few dozen entries fit in a line

@@ -3,6 +3,8 @@ for each kind (`HINTS`)."""
 
 from __future__ import annotations
 
+import numbers
+
 import attrs
 
 from tinax._src.diagnosis import edge_hints
@@ -22,11 +24,13 @@ HINTS = {
     "sharding": "give inputs one sharding before the call (jax.device_put or jax.sharding.reshard)",
     "type": "pass inputs of one abstract type (memory space, varying manual axes)",
     "static value": "every new value of a static argument is a new trace: keep it fixed, "
-    "or do not mark it static and pass it as an array",
+    "or, where the function only computes with it (no if, no shape), do not mark it static "
+    "and pass it as an array",
     "static equality": "JAX finds static arguments by ==: define __eq__ (and __hash__) "
     "by value (e.g. @dataclass(frozen=True)), or pass the same object on every call",
     "static field": "a pytree node's static (metadata) field is part of the tree structure: "
-    "keep it fixed, or make it a data field holding an array",
+    "keep it fixed, or, where the function only computes with it (no if, no shape), make it "
+    "an array data field",
     "tree structure": "keep the tree structure fixed between calls "
     "(same keys, same lengths, None in the same places)",
     "passing": "pass each argument the same way on every call, positionally or by keyword: "
@@ -49,9 +53,47 @@ NOT_SELF_EQUAL = (
     "with None or a flag, or pass the number as an array (jnp.asarray) to trace it"
 )
 STATIC_LEAF = (
-    "with static_nonarrays=True each new non-array value is a new trace: build functions "
-    "and configs once and keep them, or pass the value as an array (jnp.asarray) to trace it"
+    "with static_nonarrays=True each new non-array value is a new trace: keep functions and "
+    "configs fixed, or pass a number the function only computes with as an array (jnp.asarray)"
 )
+MODE_FLAG = (
+    "a bool read by a Python if cannot be traced (TracerBoolConversionError): allow a trace "
+    "per mode (max_traces=2, twice what one mode needs), or wrap the function once per mode"
+)
+_PER_VALUE = "allow a trace per value (max_traces at least the count of values)"
+_NOT_A_NUMBER = {  # the fix for a value no array stands for: a string, a function, a config
+    "static value": "every new value of a static argument is a new trace: keep it fixed, "
+    f"or {_PER_VALUE}",
+    "static field": "a pytree node's static (metadata) field is part of the tree structure: "
+    f"keep it fixed, or {_PER_VALUE}",
+    "static leaf": "with static_nonarrays=True each new non-array value is a new trace: keep "
+    f"functions and configs fixed, or {_PER_VALUE}",
+}
+
+
+def _flag(value: object) -> bool:
+    return isinstance(value, bool) or value is None
+
+
+def _number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Number)
+
+
+def static_fix(kind: str, old: object, new: object, *, leaf: bool = False) -> str | None:
+    """The fix for a static value (argument, field or ``static_nonarrays`` leaf) that
+    changed from ``old`` to ``new``; ``None`` where the usual fix for ``kind`` is true.
+
+    Only a number can become an array the function computes with. A bool (or
+    ``None`` against a bool) is taken for a mode flag: equinox's ``inference``,
+    flax's ``use_running_average`` and ``deterministic`` are read by a Python
+    ``if``, which a traced bool fails. Anything else gets a trace per value.
+    """
+    if _flag(old) and _flag(new) and (isinstance(old, bool) or isinstance(new, bool)):
+        return MODE_FLAG
+    if _number(old) and _number(new):
+        return STATIC_LEAF if leaf else None
+    return _NOT_A_NUMBER.get("static leaf" if leaf else kind)
+
 
 MAX_DEPTH = 12  # how deep static values and tree nodes are searched for the difference
 

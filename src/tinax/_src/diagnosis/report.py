@@ -133,7 +133,7 @@ def _refused_trace(
             f"this call would be trace {attempt}."
         ),
         rule,
-        *explanation_lines(best, found, signature),
+        *explanation_lines(best, found, signature, history),
         *_call_sites(signature, best),
     ]
     return _error(lines, name, location, max_traces, used, signature, best, found)
@@ -258,6 +258,7 @@ class Explanation:
             again without tracing (``compiles_used`` counts it, the budget does
             not), as a sentence; ``""`` when an executable for the inputs'
             placements exists.
+        history: The earlier traces the call was compared with, oldest first.
     """
 
     function_name: str
@@ -273,6 +274,7 @@ class Explanation:
     attempt: int
     raises: str | None = None
     compiles: str = ""
+    history: tuple[TracedSignature, ...] = attrs.field(default=(), repr=False)
 
     def __str__(self) -> str:
         where = _heading(self.function_name, self.location)
@@ -316,7 +318,9 @@ class Explanation:
         else:
             head = f"{where}: this call would trace again: {budget}; it would be"
         lines = [fit(f"{head} trace {self.attempt}.")]
-        lines.extend(explanation_lines(self.closest, self.differences, self.signature))
+        lines.extend(
+            explanation_lines(self.closest, self.differences, self.signature, self.history)
+        )
         return "\n".join(lines)
 
 
@@ -365,13 +369,18 @@ def explain(
         closest=best,
         differences=found,
         attempt=attempt,
+        history=tuple(history),
     )
 
 
 def explanation_lines(
-    best: TracedSignature | None, found: tuple[Difference, ...], signature: TracedSignature
+    best: TracedSignature | None,
+    found: tuple[Difference, ...],
+    signature: TracedSignature,
+    history: Sequence[TracedSignature] = (),
 ) -> list[str]:
-    """The diff block of the budget error and of ``explain``: differences, then fixes.
+    """The diff block of the budget error and of ``explain``: differences, what every
+    earlier trace in ``history`` held there (where there are two or more), then fixes.
 
     Differences with one cause (the same cast, the same move onto a mesh) share
     a line; every line fits in `LINE_LIMIT` characters.
@@ -400,6 +409,7 @@ def explanation_lines(
     if len(groups) > _MAX_LISTED:
         rest = sum(len(members) for members in groups[_MAX_LISTED:])
         lines.append(f"  ... and {rest} more")
+    lines.extend(_traced_lines(history, groups, best))
     lines.append("How to fix:")
     fixes: dict[str, str] = {}
     for difference in found:
@@ -409,6 +419,42 @@ def explanation_lines(
     lines.extend(fit(f"  {kind}: {fix}") for kind, fix in fixes.items())
     if all(_on_self(difference) for difference in found):
         lines.append(fit(f"  self: {_SHARED_SELF}"))
+    return lines
+
+
+_MAX_TRACED_PATHS = 3
+
+
+def _traced_lines(
+    history: Sequence[TracedSignature],
+    groups: Sequence[Sequence[Difference]],
+    best: TracedSignature,
+) -> list[str]:
+    """``Traced so far, where this call differs:`` and per leaf or static argument that
+    differs on its own line (not grouped with others of one cause), its value in every
+    earlier trace: ``x: #1 f32[8,3], #2 f32[16,3]``. Nothing for fewer than two traces
+    (the difference line shows the one), nor for differences in tree structure."""
+    if len(history) < 2:
+        return []
+    texts = [{leaf.path: leaf.text for leaf in trace.leaves} for trace in history]
+    paths = [
+        members[0].path
+        for members in groups
+        if len(members) == 1 and any(members[0].path in leaves for leaves in texts)
+    ]
+    if not paths:
+        return []
+    lines = ["Traced so far, where this call differs:"]
+    for path in paths[:_MAX_TRACED_PATHS]:
+        head = f"  {elide.path(path, _MAX_NAME)}: "
+        cells = [
+            f"#{trace.number} {elide.words(leaves.get(path, '-'), _MAX_CELL)}"
+            for trace, leaves in zip(history, texts, strict=True)
+        ]
+        closest = [trace is best for trace in history]
+        lines.append(head + elide.joined_within(cells, closest, LINE_LIMIT - len(head)))
+    if len(paths) > _MAX_TRACED_PATHS:
+        lines.append(f"  ... and {len(paths) - _MAX_TRACED_PATHS} more")
     return lines
 
 

@@ -21,6 +21,7 @@ from tinax._src.diagnosis.kinds import (
     REBUILT_CALLABLE,
     STATIC_HASH,
     Difference,
+    static_fix,
 )
 from tinax._src.diagnosis.record import (
     value_text,
@@ -72,12 +73,21 @@ def type_name(value: object) -> str:
 
 
 def static_differences(
-    path: str, old: Any, new: Any, *, detail: str, kind: str, strict: bool = True, depth: int = 0
+    path: str,
+    old: Any,
+    new: Any,
+    *,
+    detail: str,
+    kind: str,
+    strict: bool = True,
+    depth: int = 0,
+    leaf: bool = False,
 ) -> list[Difference]:
     """Where two static values differ, as JAX's cache sees them.
 
     ``strict`` compares as JAX keys static arguments (type, hash, ``==``); the
     parts inside are compared with ``==``, as the value's own ``__eq__`` does.
+    ``leaf`` marks a leaf held static by ``static_nonarrays`` (its fix says so).
     """
     if static_equal(old, new) if strict else (old is new or same(old, new)):
         return []
@@ -85,12 +95,15 @@ def static_differences(
     if type(old) is not type(new):
         if not (callable(old) and callable(new)):  # two functions differ by more than type
             detail = f"{detail}, type: {type_name(old)} -> {type_name(new)}"
-        return [Difference(path, before, after, (kind,), detail)]
+        fix = static_fix(kind, old, new, leaf=leaf)
+        return [Difference(path, before, after, (kind,), detail, fix=fix)]
     found: list[Difference] = []
     if depth < MAX_DEPTH and nnx_graphdef.is_graphdef(old):  # by attribute path, not index
         found = _graphdef_differences(path, old, new, detail=detail, kind=kind)
     if depth < MAX_DEPTH and not found:
-        found = list(_part_differences(path, old, new, detail=detail, kind=kind, depth=depth))
+        found = list(
+            _part_differences(path, old, new, detail=detail, kind=kind, depth=depth, leaf=leaf)
+        )
     if found:
         return found
     if strict and private.STATIC_HASH_DECIDES and same(old, new) and _hashable(old, new):
@@ -103,7 +116,9 @@ def static_differences(
         return [_equality(path, value_text(old), value_text(new), new, detail, STATIC_HASH)]
     if before == after and value_text(old, _WHOLE) == value_text(new, _WHOLE):
         return [_alike(path, before, after, new)]
-    return [Difference(path, before, after, (kind,), detail)]
+    return [
+        Difference(path, before, after, (kind,), detail, fix=static_fix(kind, old, new, leaf=leaf))
+    ]
 
 
 _WHOLE = sys.maxsize  # a repr uncut: two long ones cut alike may still differ
@@ -180,16 +195,23 @@ def _graphdef_differences(
             ABSENT if after is nnx_graphdef.ABSENT else value_text(after),
             (kind,),
             where,
+            fix=static_fix(kind, before, after),
         )
         for part, before, after in found
     ]
 
 
 def _part_differences(
-    path: str, old: Any, new: Any, *, detail: str, kind: str, depth: int
+    path: str, old: Any, new: Any, *, detail: str, kind: str, depth: int, leaf: bool
 ) -> Iterator[Difference]:
     """The differences between the parts of two values of one type (fields, keys, items)."""
-    nested: dict[str, Any] = {"detail": detail, "kind": kind, "strict": False, "depth": depth + 1}
+    nested: dict[str, Any] = {
+        "detail": detail,
+        "kind": kind,
+        "strict": False,
+        "depth": depth + 1,
+        "leaf": leaf,
+    }
     parts = _fields(old)
     if parts is not None:
         for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False):

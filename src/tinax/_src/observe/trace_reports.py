@@ -133,7 +133,7 @@ def committed(
         logger.debug("%s: %s", head, str(entry).partition(": ")[2])
         return
     best, found = compare.closest(earlier, entry)
-    lines = report.explanation_lines(best, found, entry)
+    lines = report.explanation_lines(best, found, entry, earlier)
     logger.info("%s\n%s", head, "\n".join(lines))
 
 
