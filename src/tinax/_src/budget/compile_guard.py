@@ -147,7 +147,28 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
     if number is None:
         number = compiles.trace_number(ledger, found.jaxpr, consume=False)
     reused = [entry for entry in history if entry.number == number]
-    if compiled is not None and reused:  # compiled before, again for inputs placed otherwise
+    alone = ""  # for a trace never compiled for a call: why (made inside a transform?)
+    if compiled is None and reused:
+        alone = compiles.would_compile(ledger, reused[0].number, None)
+    if found.transformed:  # a jaxpr an eager transform made from a trace (its JVP...)
+        if not reused and len(history) == 1:  # a backward pass: of the only trace there is
+            reused = list(history)
+        if not reused:
+            return report.scope_compile_error(
+                owner.function,
+                owner.max_traces,
+                used,
+                history,
+                history[-1].numbered(0, call_site=site),
+                compiles.transform_cause(None),
+                reusing=False,
+            )
+        reason = compiles.transform_cause(reused[0].number)
+        call = reused[0].numbered(0, call_site=site)
+    elif alone.startswith(report.COMPILES_AGAIN):  # compiled only inside a transform
+        reason = alone
+        call = reused[0].numbered(0, call_site=site)
+    elif compiled is not None and reused:  # compiled before, again for inputs placed otherwise
         placed = found.placed
         if placed is None:
             placed = compiles.placements(found.arg_names, found.flat_args)

@@ -292,12 +292,12 @@ def _compiled_call(
         hint = functools.partial(leaf_error, api, signature, statics)
         compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
+    compiles.register(compiled, ledger, jitted)  # and those of jaxprs made from its traces
     if propagate_updates:
         jitted = nnx_propagate.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
-    compiles.register(compiled, ledger)
     return jitted, call
 
 
