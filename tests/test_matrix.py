@@ -5,7 +5,8 @@ in/out shardings, ``static_nonarrays=True`` with an equinox module,
 ``propagate_updates=True`` with a flax.nnx module, and ``batched_jit``. The steps: the
 first call, a cached call, a retrace, an overrun under each policy, ``explain`` before
 and after, ``precompile``, ``lower``/``trace``/``compile``, ``no_new_compiles``,
-``budgets()``, the budget error pickled, and a warm restart in a fresh process.
+``budgets()``, the budget error pickled, a warm restart in a fresh process, and eager
+transforms around the object (`jax.grad`, `jax.vmap`, `jax.checkpoint`...).
 
 In each cell, the result equals the reference jit's (``jax.jit``, ``eqx.filter_jit``,
 ``nnx.jit``) bit for bit; ``traces_used``, ``compiles_used`` and ``cache_loads`` equal
@@ -283,6 +284,117 @@ class TestNoNewCompiles:
         assert "would trace inside no_new_compiles" in text
         assert "this call would be trace 2" in text
         assert_true_to(obj, text)
+
+
+# --- eager transforms around an object ------------------------------------------------------
+
+
+def _scalar(mode, obj, call):
+    """``obj`` as a function of its first array argument to a scalar, with the call's other
+    arguments fixed (the sum of its output is eager: another function to JAX), and that
+    argument."""
+    args, kwargs = call
+    at = next(i for i, arg in enumerate(args) if isinstance(arg, jax.Array))
+
+    def scalar(value):
+        given = (*args[:at], value, *args[at + 1 :])
+        return jax.tree.leaves(mode.result(obj(*given, **kwargs), given))[0].sum()
+
+    return scalar, args[at]
+
+
+def _linearized(f, x):
+    _, linear = jax.linearize(f, x)
+    return linear(x)
+
+
+def _pulled_back(f, x):
+    y, back = jax.vjp(f, x)
+    return back(jax.numpy.ones_like(y))
+
+
+TRANSFORMS = {  # outside any jax.jit: each compiles jaxprs JAX makes from the trace
+    "grad": lambda f, x: jax.grad(f)(x),
+    "hessian": lambda f, x: jax.hessian(f)(x),
+    "grad of checkpoint": lambda f, x: jax.grad(jax.checkpoint(f))(x),
+    "vmap": lambda f, x: jax.vmap(f)(jax.numpy.stack([x, x])),
+    "jvp": lambda f, x: jax.jvp(f, (x,), (x,)),
+    "linearize": _linearized,
+    "vjp": _pulled_back,
+}
+# what a call of the traced signature hears from explain and no_new_compiles afterwards
+COMPILED_ONLY_INSIDE = "trace #1 was compiled only inside a transform (jax.grad, jax.vmap...)"
+MADE_INSIDE = "trace #1 was made inside another trace (jax.checkpoint, an outer jax.jit...)"
+# Every mode but two: donation deletes the array a transform is taken at (which the test
+# passes again), and under jax.grad an nnx object updated in place would keep a tracer
+# (nnx's own transforms, nnx.grad, are the way to differentiate one).
+TRANSFORMED_MODES = tuple(n for n in NAMES if n not in ("donation", "propagate_updates (nnx)"))
+
+
+def transformed_modes():
+    return pytest.mark.parametrize(
+        "mode", [pytest.param(MODES[n], id=n) for n in TRANSFORMED_MODES]
+    )
+
+
+class TestEagerTransforms:
+    """`jax.grad`, `jax.hessian`, `jax.grad` of `jax.checkpoint`, `jax.vmap`, `jax.jvp`,
+    `jax.linearize` and `jax.vjp` around an object, outside any jit: JAX traces the
+    function once, and compiles what it makes from that trace (each named as the
+    function: its JVP, known and linear parts, transpose, batched form), in the call or
+    in a later backward pass. ``compiles_used`` counts each; none of them is an executable
+    of the trace, so a later call of its signature reuses the trace and compiles, which
+    ``explain`` and ``no_new_compiles`` say, and why."""
+
+    @transformed_modes()
+    @pytest.mark.parametrize("transform", TRANSFORMS)
+    def test_every_compile_is_counted_and_a_later_call_is_said_to_compile(self, mode, transform):
+        obj = mode.build(2)
+        call = mode.arguments(SMALL)
+        f, x = _scalar(mode, obj, call)
+        with jax_counts(mode.jax_name) as jax_count:
+            TRANSFORMS[transform](f, x)
+        assert jax_count.compiles >= 1
+        assert facts(obj) == (1, jax_count.compiles, 0)  # traced once, every compile counted
+        explanation = obj.explain(*call[0], **call[1])
+        assert not explanation.retraces and explanation.reuses.number == 1, str(explanation)
+        text = str(explanation)
+        assert "this call would reuse trace #1 and compile it;" in text.splitlines()[0], text
+        cause = MADE_INSIDE if transform == "grad of checkpoint" else COMPILED_ONLY_INSIDE
+        assert cause in text, text
+        assert_true_to(obj, text)
+        before = obj.compiles_used
+        with pytest.raises(TraceBudgetError) as caught, no_new_compiles():
+            mode.call(obj, call)
+        assert cause in str(caught.value) and "not visible" not in str(caught.value)
+        assert_true_to(obj, str(caught.value))
+        with jax_counts(mode.jax_name) as jax_count:  # explain was right: JAX compiles
+            output = mode.call(obj, call)
+        assert_same(output, mode.expected(SMALL))
+        assert jax_count.facts() == (0, 1, 0)
+        assert facts(obj) == (1, before + 1, 0)
+        assert str(obj.explain(*call[0], **call[1])).count("\n") == 0  # compiled now
+        with jax_counts(mode.jax_name) as jax_count:  # JAX's caches hold every transform
+            TRANSFORMS[transform](f, x)
+        assert jax_count.compiles == 0 and obj.compiles_used == before + 1
+
+    @transformed_modes()
+    @pytest.mark.parametrize("transform", ["grad", "grad of checkpoint", "vmap"])
+    def test_after_a_call_a_transform_compiles_and_is_refused_with_its_cause(self, mode, transform):
+        obj = mode.build(2)
+        call = mode.arguments(SMALL)
+        mode.call(obj, call)
+        f, x = _scalar(mode, obj, call)
+        with pytest.raises(TraceBudgetError) as caught, no_new_compiles():
+            TRANSFORMS[transform](f, x)
+        text = str(caught.value)
+        assert "would compile inside no_new_compiles, reusing trace #1" in text, text
+        assert "XLA would compile what a transform" in text and "from trace #1" in text, text
+        assert_true_to(obj, text)
+        with jax_counts(mode.jax_name) as jax_count:
+            TRANSFORMS[transform](f, x)
+        assert jax_count.facts()[0] == 0 and jax_count.compiles >= 1
+        assert facts(obj) == (1, 1 + jax_count.compiles, 0)
 
 
 # --- the budget error travels --------------------------------------------------------------
