@@ -452,25 +452,35 @@ def test_a_pair_that_cannot_combine_is_a_wrap_time_error(factory, options, named
 # --- sequences of steps, drawn -------------------------------------------------------------
 
 STEPS = ("call", "explain", "precompile", "lower", "trace", "eval_shape", "guarded call")
+TRANSFORM_STEPS = ("grad", "vmap")  # eager, around the object (`TestEagerTransforms`)
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     name=st.sampled_from(NAMES),
-    steps=st.lists(st.tuples(st.sampled_from(STEPS), st.sampled_from([SMALL, LARGE])), max_size=5),
+    steps=st.lists(
+        st.tuples(st.sampled_from(STEPS + TRANSFORM_STEPS), st.sampled_from([SMALL, LARGE])),
+        max_size=5,
+    ),
 )
 def test_every_sequence_of_steps_keeps_the_counts_true(name, steps):
     """After each step, tinax's counts are JAX's, results are the reference's, and
     ``explain`` and ``no_new_compiles`` agree with a model of JAX's caches: a size is
-    traced once (by any step but explain), compiled once (by a call or precompile)."""
+    traced once (by any step but explain), compiled once (by a call or precompile); an
+    eager transform compiles what it makes from the trace, once per transform and size,
+    which no call runs. (In a mode no transform applies to, a transform step is a call.)"""
     mode = MODES[name]
     obj = mode.build(len(steps) + 1)
-    traced, compiled = set(), set()
+    traced, compiled, transformed = set(), set(), set()
     total = cases.JaxCount()
     for step, size in steps:
+        if step in TRANSFORM_STEPS and name not in TRANSFORMED_MODES:
+            step = "call"
         args, kwargs = call = mode.arguments(size)
         predicted = obj.explain(*args, **kwargs)
         assert predicted.retraces == (size not in traced), str(predicted)
+        if size in traced:  # a compile is said to follow exactly when no call compiled it
+            assert bool(predicted.compiles) == (size not in compiled), str(predicted)
         assert_true_to(obj, str(predicted))
         refused = step == "guarded call" and size not in compiled
         with jax_counts(mode.jax_name) as jax_count:
@@ -480,13 +490,21 @@ def test_every_sequence_of_steps_keeps_the_counts_true(name, steps):
                 with pytest.raises(TraceBudgetError) as caught, no_new_compiles():
                     mode.call(obj, call)
                 assert_true_to(obj, str(caught.value))
+                assert "not visible" not in str(caught.value)
             elif step in ("call", "guarded call"):
                 with no_new_compiles() if step == "guarded call" else contextlib.nullcontext():
                     output = mode.call(obj, call)
                 assert_same(output, mode.expected(size))
+            elif step in TRANSFORM_STEPS:
+                TRANSFORMS[step](*_scalar(mode, obj, call))
             else:
                 getattr(obj, step)(*args, **kwargs)
-        if step != "explain" and not refused:
+        if step in TRANSFORM_STEPS:  # JAX records no trace event for a trace made under one
+            assert (jax_count.compiles > 0) == ((step, size) not in transformed), step
+            total.traces += size not in traced
+            traced.add(size)
+            transformed.add((step, size))
+        elif step != "explain" and not refused:
             assert jax_count.traces == (size not in traced), (step, str(predicted))
             traced.add(size)
             if step in ("call", "guarded call", "precompile"):
