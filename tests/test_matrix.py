@@ -324,7 +324,9 @@ TRANSFORMS = {  # outside any jax.jit: each compiles jaxprs JAX makes from the t
 }
 # what a call of the traced signature hears from explain and no_new_compiles afterwards
 COMPILED_ONLY_INSIDE = "trace #1 was compiled only inside a transform (jax.grad, jax.vmap...)"
-MADE_INSIDE = "trace #1 was made inside another trace (jax.checkpoint, an outer jax.jit...)"
+MADE_INSIDE = (
+    "trace #1 was made inside another trace (jax.checkpoint, an outer jax.jit...) and never"
+)
 # Every mode but two: donation deletes the array a transform is taken at (which the test
 # passes again), and under jax.grad an nnx object updated in place would keep a tracer
 # (nnx's own transforms, nnx.grad, are the way to differentiate one).

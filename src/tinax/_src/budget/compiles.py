@@ -484,7 +484,7 @@ def never_compiled_alone(number: int, transformed: bool) -> str:
         )
     return (
         f"trace #{number} was made inside another trace (jax.checkpoint, an outer "
-        "jax.jit...) and compiled only with it"
+        "jax.jit...) and never compiled alone"
     )
 
 
