@@ -11,10 +11,11 @@ does not:
   0.11.2, found by attribute; neither: tinax's import fails with one line.
 - ``cache_miss``'s locals (`jit_call`): 0.9.2 to 0.12.0.1; renamed: no compile is
   counted for the call, its traces still are.
-- ``_pjit_call_impl_python``'s local ``jaxpr`` (`compiled_jaxpr`), ``PjitInfo.fun_sourceinfo``
-  on a `jax.jit` object and ``DebugInfo.func_src_info`` of a jaxpr, copied by JAX's
-  transformations (`jit_source`, `jaxpr_source`): 0.10.2; renamed: a compile under an
-  eager transform is counted only inside the object's own call, as a compile of its trace.
+- ``_pjit_call_impl_python``'s local ``jaxpr`` (`compiled_jaxpr`),
+  ``PjitInfo.fun_sourceinfo`` on a `jax.jit` object and ``DebugInfo.func_src_info`` of
+  a jaxpr, copied by JAX's transformations (`jit_source`, `jaxpr_source`): run on
+  0.10.2, read in 0.9.2's and 0.11.1's source; renamed: a compile under an eager
+  transform is counted only inside the object's own call, as a compile of its trace.
 - JAX's stages (``Traced``, ``Lowered``) having a ``__dict__`` (`shadow_method`):
   0.10.2 and 0.12.0.1; without one: a stage's compile is not counted.
 - ``_infer_input_type`` formatting the jitted function into its message for a
@@ -484,7 +485,7 @@ def compiled_jaxpr(frame: types.FrameType | None) -> Any:
     cache compiles its own trace's jaxpr there; an eager transform around a `jax.jit`
     object (`jax.grad`, `jax.vmap`, `jax.checkpoint`...) compiles a jaxpr made from that
     trace's (its JVP, its known or linear part, its transpose, its batched form).
-    Read on jax 0.10.2.
+    Run on jax 0.10.2 (the same name and local in JAX's source of 0.11.1).
     """
     for _ in range(_MAX_FRAMES):
         if frame is None:
@@ -504,19 +505,19 @@ def jit_source(jitted: object) -> str | None:
     of each jaxpr it traces; JAX's transformations of a jaxpr (JVP, partial evaluation,
     transposition, batching) copy it into the jaxprs they make. Its identity, unlike its
     text, tells this object's jaxprs from those of another `jax.jit` of the same
-    function. Read on jax 0.10.2; missing: ``None``, and a compile under an eager
-    transform outside the object's own call is not counted.
+    function. Run on jax 0.10.2 (the same in JAX's source of 0.11.1); missing: ``None``,
+    and a compile under an eager transform outside the object's own call is not counted.
     """
     info: Any = getattr(jitted, "_jit_info", None)
     source: object = getattr(info, "fun_sourceinfo", None)
     return source if type(source) is str else None
 
 
-def jaxpr_source(closed: object) -> str | None:
-    """The source text object in a closed jaxpr's debug information (`jit_source`), or
-    ``None``."""
-    inner: Any = getattr(closed, "jaxpr", None)
-    debug: Any = getattr(inner, "debug_info", None)
+def jaxpr_source(jaxpr: object) -> str | None:
+    """The source text object in a jaxpr's debug information (`jit_source`), or ``None``:
+    a closed jaxpr (jax 0.10.2) and a jaxpr (JAX's source from 0.11.1, where `jax.jit`'s
+    parameter is one) both have ``debug_info``."""
+    debug: Any = getattr(jaxpr, "debug_info", None)
     source: object = getattr(debug, "func_src_info", None)
     return source if type(source) is str else None
 
