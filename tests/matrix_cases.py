@@ -223,6 +223,10 @@ def m_equinox(model, x):
     return model(x)
 
 
+def m_equinox_donated(model, x):
+    return model(x)
+
+
 def m_nnx(counter, x):
     counter.count[...] = counter.count[...] + 1
     return counter.w[...] * x
@@ -356,6 +360,13 @@ def _modes() -> dict[str, Mode]:
             m_equinox,
             functools.partial(bounded_jit, static_nonarrays=True),
             eqx.filter_jit,
+            lambda n: ((Scale(_vector(n)), _vector(n)), {}),
+        ),
+        Mode(
+            "static_nonarrays with donation",
+            m_equinox_donated,
+            functools.partial(bounded_jit, static_nonarrays=True, donate_argnums=0),
+            functools.partial(eqx.filter_jit, donate="all"),
             lambda n: ((Scale(_vector(n)), _vector(n)), {}),
         ),
         Mode(

@@ -371,9 +371,79 @@ class TestReturnedModel:
         assert returned.linear.weight.shape == (4, 2, 3)  # out_axes=0 batches every array
         assert python_dispatches(lambda: step(model, x)[0]) == 0
 
-    def test_donation_is_still_refused_with_static_nonarrays(self):
-        with pytest.raises(ValueError, match="donate_argnums must be left unset"):
-            bounded_jit(mlp_step, max_traces=1, static_nonarrays=True, donate_argnums=0)
+
+def copied(tree: Any) -> Any:
+    """``tree`` with a buffer of its own for each array leaf (donation deletes them)."""
+    return jax.tree.map(lambda leaf: jnp.copy(leaf) if eqx.is_array(leaf) else leaf, tree)
+
+
+def array_leaves(tree: Any) -> list[jax.Array]:
+    return jax.tree.leaves(eqx.filter(tree, eqx.is_array))
+
+
+class TestDonation:
+    """``donate_argnums``/``donate_argnames`` next to ``static_nonarrays``, as
+    ``eqx.filter_jit(step, donate="all")`` donates: the array leaves of the donated
+    arguments, and only theirs, are donated."""
+
+    @pytest.mark.parametrize("training", TRAININGS)
+    def test_a_donating_training_loop_equals_filter_jit_bit_for_bit(self, training):
+        step, carried, data = training()
+        positions = tuple(range(len(carried)))  # the model, its state: not the batch
+        ours = bounded_jit(step, max_traces=1, static_nonarrays=True, donate_argnums=positions)
+        theirs = eqx.filter_jit(step, donate="all")
+        mine, expected = copied(carried), copied(carried)
+        for x, y in data:
+            given = mine
+            *mine, loss = ours(*given, x, y)
+            *expected, expected_loss = theirs(*expected, *copied((x, y)))
+            assert_same(loss, expected_loss)
+            assert_same(mine, expected)
+            assert all(leaf.is_deleted() for leaf in array_leaves(given))
+            assert not any(leaf.is_deleted() for leaf in array_leaves((x, y, mine)))
+        assert ours.traces_used == 1
+        assert str(ours.explain(*mine, *data[0])).count("\n") == 0  # reuses trace #1
+        given = copied(mine)
+        assert python_dispatches(lambda: ours(*given, *data[0])) == 0  # JAX's C++ dispatch
+
+    @pytest.mark.parametrize(
+        "options",
+        [
+            pytest.param({"donate_argnames": ("model", "opt_state")}, id="argnames"),
+            pytest.param({"donate_argnums": (0, 1)}, id="argnums"),
+        ],
+    )
+    def test_a_donated_argument_is_donated_by_position_or_keyword(self, options):
+        step, carried, (batch, *_) = mlp_training()
+        ours = bounded_jit(step, max_traces=2, static_nonarrays=True, **options)
+        given = copied(carried)
+        expected = eqx.filter_jit(step)(*carried, *batch)
+        assert_same(ours(given[0], opt_state=given[1], x=batch[0], y=batch[1]), expected)
+        again = copied(carried)
+        assert_same(ours(*again, *batch), expected)
+        assert all(leaf.is_deleted() for leaf in array_leaves((given, again)))
+        assert not any(leaf.is_deleted() for leaf in array_leaves((carried, batch)))
+
+    def test_only_the_named_arguments_are_donated(self):
+        step, carried, (batch, *_) = mlp_training()
+        ours = bounded_jit(step, max_traces=1, static_nonarrays=True, donate_argnames="opt_state")
+        model, opt_state = copied(carried)
+        ours(model, opt_state, *batch)
+        assert all(leaf.is_deleted() for leaf in array_leaves(opt_state))
+        assert not any(leaf.is_deleted() for leaf in array_leaves((model, batch)))
+
+    def test_lower_eval_shape_and_precompile_take_the_call_as_donated(self):
+        step, carried, (batch, *_) = mlp_training()
+        ours = bounded_jit(step, max_traces=1, static_nonarrays=True, donate_argnums=(0, 1))
+        shapes = ours.eval_shape(*carried, *batch)
+        assert_same(shapes, eqx.filter_eval_shape(step, *carried, *batch))
+        ours.precompile(*carried, *batch)
+        assert ours.lower(*carried, *batch).compile() is not None
+        given = copied(carried)
+        ours(*given, *batch)
+        assert ours.traces_used == 1 and ours.compiles_used == 1
+        assert all(leaf.is_deleted() for leaf in array_leaves(given))
+        assert not any(leaf.is_deleted() for leaf in array_leaves(carried))
 
 
 # --- traces and diagnosis ------------------------------------------------------------------
@@ -624,6 +694,23 @@ class TestPaths:
 
 
 class TestBatched:
+    @pytest.mark.parametrize(
+        "options", [{"donate_argnames": "x"}, {"donate_argnums": 1}], ids=["argnames", "argnums"]
+    )
+    def test_the_donated_batch_is_deleted_and_the_module_kept(self, options):
+        def per_example(model: Scaled, x: jax.Array) -> Any:
+            return model(x), x + model.power
+
+        step = batched_jit(
+            per_example, in_axes=(None, 0), max_traces=1, static_nonarrays=True, **options
+        )
+        model, x = scaled(2), jnp.ones((4, 3))
+        expected = eqx.filter_jit(jax.vmap(per_example, in_axes=(None, 0)))(model, x)
+        given = jnp.ones((4, 3))
+        assert_same(step(model, given), expected)
+        assert given.is_deleted()
+        assert not any(leaf.is_deleted() for leaf in array_leaves((model, x)))
+
     def test_module_broadcast_over_a_batch_when_in_axes_is_none(self):
         model = mlp()
         step = batched_jit(forward, in_axes=(None, 0), max_traces=1, static_nonarrays=True)
@@ -661,8 +748,6 @@ class TestValidation:
         [
             ("static_argnums", 1),
             ("static_argnames", "x"),
-            ("donate_argnums", (0,)),
-            ("donate_argnames", ("x",)),
             ("in_shardings", None),
         ],
     )

@@ -1,7 +1,8 @@
 """Every mode with every step of an object's life (issue 35).
 
 The modes (`matrix_cases.MODES`): plain, static argnums/argnames, donation, ``mesh=``,
-in/out shardings, ``static_nonarrays=True`` with an equinox module,
+in/out shardings, ``static_nonarrays=True`` with an equinox module (alone, and with
+``donate_argnums``, against ``eqx.filter_jit(donate="all")``),
 ``propagate_updates=True`` with a flax.nnx module, and ``batched_jit``. The steps: the
 first call, a cached call, a retrace, an overrun under each policy, ``explain`` before
 and after, ``precompile``, ``lower``/``trace``/``compile``, ``no_new_compiles``,
@@ -430,8 +431,6 @@ def test_the_budget_error_and_warning_travel(mode):
     [
         ({"static_nonarrays": True, "static_argnums": 0}, "static_argnums", ValueError),
         ({"static_nonarrays": True, "static_argnames": "x"}, "static_argnames", ValueError),
-        ({"static_nonarrays": True, "donate_argnums": 0}, "donate_argnums", ValueError),
-        ({"static_nonarrays": True, "donate_argnames": "x"}, "donate_argnames", ValueError),
         ({"static_nonarrays": True, "in_shardings": None}, "in_shardings", ValueError),
         ({"static_nonarrays": True, "propagate_updates": True}, "propagate_updates", ValueError),
         ({"mesh": "mesh8", "device": "cpu0"}, "device", ValueError),

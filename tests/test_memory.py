@@ -12,10 +12,11 @@ import weakref
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 import tinax
 from tinax._src.observe import rebuilt, registry
-from tinax.jit import TraceBudgetWarning, bounded_jit
+from tinax.jit import TraceBudgetWarning, batched_jit, bounded_jit
 
 TINAX_SOURCE = pathlib.Path(tinax.__file__).parent
 
@@ -104,3 +105,56 @@ def test_dropped_objects_leave_nothing_behind(outside_session_budgets):
 
 def _dead_in_registry() -> int:
     return sum(1 for ref in registry._registry if ref() is None)
+
+
+def _branching(x):
+    return jax.lax.cond(x.sum() > 0, lambda: x, lambda: -x)
+
+
+STAGED = [
+    pytest.param(jax.jit, id="jax.jit"),
+    pytest.param(lambda f: bounded_jit(f, max_traces=2), id="bounded_jit"),
+    pytest.param(
+        lambda f: bounded_jit(f, max_traces=2, static_nonarrays=True), id="static_nonarrays"
+    ),
+    pytest.param(lambda f: batched_jit(f, max_traces=2), id="batched_jit"),
+]
+
+
+@pytest.mark.parametrize("jit", STAGED)
+def test_a_dropped_stage_and_its_jaxpr_are_freed_without_the_garbage_collector(jit):
+    step = jit(_branching)
+    x = jnp.ones((2, 3))
+    step(x)
+    gc.collect()
+    gc.disable()  # no cycle may hold them: refcounting alone must free them, as for jax.jit
+    try:
+        traced = step.trace(x)
+        lowered = step.lower(x)
+        again = lowered.compile()  # each stage's own method, as shadowed, has run once
+        staged = traced.lower()
+        alive = [weakref.ref(stage) for stage in (traced, lowered, staged, traced.jaxpr.jaxpr)]
+        jax.clear_caches()  # JAX's trace cache holds the jaxpr too, for jax.jit alike
+        del traced, lowered, again, staged
+        assert [ref() is None for ref in alive] == [True] * 4
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("jit", STAGED)
+def test_a_traced_jaxpr_leaves_jax_s_close_jaxpr_cache_when_dropped(jit):
+    """JAX's own check (its api_test, test_pe_close_jaxpr_cache_leak, as of jax 0.10):
+    the cache keyed weakly on a traced jaxpr empties when the jaxpr goes."""
+    from jax._src import util as jax_util
+    from jax._src.interpreters import partial_eval as pe
+
+    close_jaxpr = getattr(pe, "close_jaxpr", None)
+    if not hasattr(close_jaxpr, "cache_keys"):  # jax 0.12: close_jaxpr is the identity
+        pytest.skip("this JAX keeps no close_jaxpr cache")
+    step = jit(_branching)
+    jaxpr = step.trace(jnp.ones((2, 3))).jaxpr
+    jax_util.clear_all_caches()
+    assert close_jaxpr(jaxpr.jaxpr) is close_jaxpr(jaxpr.jaxpr)
+    assert len(close_jaxpr.cache_keys()) > 0
+    del jaxpr
+    assert len(close_jaxpr.cache_keys()) == 0

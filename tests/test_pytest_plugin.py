@@ -16,8 +16,11 @@ import textwrap
 import tomllib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import _tinax_pytestplugin
+from tinax._src.diagnosis import elide, report
 
 pytest_plugins = ["pytester"]
 
@@ -362,6 +365,92 @@ class TestBudgetsReport:
         project.makepyfile(test_budgets=BUDGETS)
         run(project, "-p", PLUGIN, "--tinax-budgets")
         assert (watchers.built_hook, watchers.traced_hook) == before
+
+
+# Says, in the process that ran the session (xdist's controller: the one that prints), whether
+# it imported JAX.
+JAX_PROBE = """
+import sys
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        print("imported jax:", "jax" in sys.modules)
+"""
+
+
+def run_subprocess(pytester, *args):
+    """A session in a process of its own (xdist starts its workers from one)."""
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-p", PLUGIN, *args
+    )
+
+
+def figures(result):
+    """The report's title, header, and each row by function: whether it shows a compile
+    time and a trace time (timings differ from run to run), then the other columns."""
+    title, (header, *body) = rows(result)
+    by_function = {}
+    for row in body:
+        compile_time, trace_time, rest = re.fullmatch(f"{TIME} {TIME} (.*)", row).group(1, 4, 7)
+        function = rest.split(" ")[5]
+        assert function not in by_function, body
+        by_function[function] = (compile_time != "-", trace_time != "-", rest)
+    return title, header, by_function
+
+
+class TestBudgetsReportUnderXdist:
+    def test_the_controller_prints_the_rows_a_serial_run_prints(self, project):
+        """Each worker sends its objects' records; the controller groups them as a serial
+        run does, without importing JAX. An object at module level is built at import,
+        once in each worker: it counts once per worker (two objects, the traces of both)."""
+        project.makepyfile(test_budgets=BUDGETS)
+        project.makeconftest(JAX_PROBE)
+        serial = run_subprocess(project, "--tinax-budgets")
+        workers = run_subprocess(project, "-p", "xdist", "-n", "2", "--tinax-budgets")
+        serial.assert_outcomes(passed=6)
+        workers.assert_outcomes(passed=6)
+        assert "imported jax: True" in serial.outlines  # the probe sees an import
+        assert "imported jax: False" in workers.outlines
+        title, header, expected = figures(serial)
+        assert set(expected) == {"double", "inc", "idle", "lowered"}
+        for module_level in ("double", "idle"):  # built at import: one per worker
+            compiled, traced, rest = expected[module_level]
+            assert rest.startswith("1 ")
+            expected[module_level] = (compiled, traced, "2 " + rest[2:])
+        assert figures(workers) == (title, header, expected)
+
+    def test_a_worker_that_went_down_is_named(self, project):
+        project.makepyfile(
+            test_crash="""
+            import os
+
+
+            def test_crash():
+                os._exit(1)
+            """
+        )
+        result = run_subprocess(project, "-p", "xdist", "-n", "2", "--tinax-budgets")
+        result.assert_outcomes(failed=1)
+        assert re.search(
+            r"^\(not counted: the objects of gw\d, which went down before the end of the "
+            r"session\)$",
+            result.stdout.str(),
+            re.MULTILINE,
+        ), result.stdout.str()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab .:,<>_", max_size=90), st.integers(4, 80))
+def test_the_tables_text_helpers_are_tinaxs(text, limit):
+    """The plugin keeps its own copies (tinax's would import JAX on xdist's controller)."""
+    assert _tinax_pytestplugin.tail(text, limit) == elide.tail(text, limit)
+    assert _tinax_pytestplugin.words(text, limit) == elide.words(text, limit)
+
+
+@given(st.none() | st.floats(0, 1e5))
+def test_the_tables_durations_are_tinaxs(seconds):
+    assert _tinax_pytestplugin.duration(seconds) == report.duration(seconds)
 
 
 def test_top_parses_whole_numbers_only():

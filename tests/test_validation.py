@@ -1010,17 +1010,40 @@ class TestStaticNonarrays:
         ),
         on=st.booleans(),
     )
-    def test_argument_options_are_refused_only_next_to_static_nonarrays(
+    def test_static_options_are_refused_only_next_to_static_nonarrays(
         self, make_either, option, on
     ):
         make, api = make_either
         value = 0 if option.endswith("argnums") else "y"
-        if not on:
-            make(step, max_traces=1, static_nonarrays=False, **{option: value})
+        if not on or option.startswith("donate"):  # donation is taken next to it
+            built = make(step, max_traces=1, static_nonarrays=on, **{option: value})
+            assert getattr(built, option) == ((0,) if option.endswith("argnums") else ("y",))
             return
         error = raised_by(make, step, max_traces=1, static_nonarrays=True, **{option: value})
         assert type(error) is ValueError
         assert str(error).startswith(f"{api}: {option} must be left unset when static_nonarrays")
+
+    @PROPERTY
+    @given(
+        option=st.sampled_from(["donate_argnums", "donate_argnames"]),
+        value=st.one_of(wide_values(), st.sampled_from([0, 1, -1, 5, (0, 0), "x", "y", "zz"])),
+    )
+    def test_donation_is_checked_next_to_static_nonarrays_as_without_it(
+        self, make_either, option, value
+    ):
+        make, _ = make_either
+        try:
+            alone = make(step, max_traces=1, **{option: value})
+        except Exception as error:
+            next_to = raised_by(make, step, max_traces=1, static_nonarrays=True, **{option: value})
+            assert type(next_to) is type(error) and type(error) in (TypeError, ValueError)
+            assert str(next_to) == str(error)
+            return
+        built = make(step, max_traces=1, static_nonarrays=True, **{option: value})
+        assert (built.donate_argnums, built.donate_argnames) == (
+            alone.donate_argnums,
+            alone.donate_argnames,
+        )
 
 
 class TestPropagateUpdates:

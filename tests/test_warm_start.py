@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 import tinax
 from strategies import wide_values
+from tinax._src.core import validation
 from tinax._src.observe import watchers
 from tinax._src.warm import manifest, session, values
 from tinax.jit import bounded_jit
@@ -221,6 +222,19 @@ class TestUse:
         assert [(s["runs"], s["last"]) for s in place["signatures"]] == [(3, 4), (1, 3)]
 
 
+def _data_not_base64(content):
+    content["objects"][STEP]["signatures"][0]["data"] = "gAS"  # cut short: "Incorrect padding"
+    return json.dumps(content)
+
+
+# Kinds of damage to the cold run's manifest: (its content to the file written instead, what
+# the log line says is wrong).
+CORRUPT = {
+    "not JSON": (lambda _: '{"format": "tinax warm start 1", "objects": [1, 2', "not JSON ("),
+    "data not base64": (_data_not_base64, f'object {STEP!r}: a signature\'s "data" is not base64)'),
+}
+
+
 class TestNothingWrongBecauseOfAManifest:
     def test_a_stale_signature_gives_its_place_to_the_call_and_the_miss_is_explained(
         self, recorded
@@ -238,14 +252,17 @@ class TestNothingWrongBecauseOfAManifest:
         # next run, the signature the program called comes first
         assert _texts(path, "step")[0] == "x: f32[16,3], scale: weak-typed f32[]"
 
-    def test_a_corrupt_manifest_is_a_log_line_and_is_written_anew(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        path.write_text('{"format": "tinax warm start 1", "objects": [1, 2')
+    @pytest.mark.parametrize("damage", CORRUPT.values(), ids=CORRUPT.keys())
+    def test_a_corrupt_manifest_is_a_log_line_and_is_written_anew(self, recorded, damage):
+        path = recorded
+        damaged, said = damage
+        path.write_text(damaged(json.loads(path.read_text())))
         facts, log = run(path, "--wait")
         assert facts["traces_before_call"] == 0
         assert facts["traces_used"] == 1
-        assert "cannot be used (not JSON" in log
-        assert "starting cold, and it is written anew" in log
+        assert f"cannot be used ({said}" in log
+        assert "); starting cold, and it is written anew" in log
+        assert "Incorrect padding" not in log and "not compiled" not in log
         assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
 
     def test_a_signature_that_no_longer_unpickles_is_a_warning_and_the_call_runs_cold(
@@ -418,6 +435,20 @@ class TestArguments:
         with pytest.raises(ValueError, match="warm start is on already with path"):
             tinax.warm_start(tmp_path / "other.json")
 
+    @pytest.mark.parametrize("folder", ["folder", "slash", "PathLike"])
+    def test_a_folder_is_refused_naming_it(self, no_session, tmp_path, folder):
+        """A manifest at a folder's path can be neither read nor written."""
+        path = {"folder": str(tmp_path), "slash": f"{tmp_path}/new/", "PathLike": tmp_path}[folder]
+        expected = f"path must be a file path, not a folder; got {validation.describe(path)}"
+        with pytest.raises(ValueError) as raised:
+            tinax.warm_start(path)
+        assert str(raised.value) == f"warm_start: {expected}."
+        assert session.active() is None
+        with pytest.raises(ValueError) as raised:
+            tinax.save_signatures(path)
+        assert str(raised.value) == f"save_signatures: {expected}."
+        assert os.listdir(tmp_path) == []
+
 
 class TestSaveSignatures:
     def test_without_warm_start_it_writes_the_live_objects_signatures(self, no_session, tmp_path):
@@ -441,6 +472,69 @@ class TestSaveSignatures:
             tinax.save_signatures("signatures\x00.json")
 
 
+def _sound():
+    """A manifest that reads: one object, one signature (its data unpickled only later)."""
+    signature = {"text": "x: f32[3]", "runs": 1, "last": 1, "data": "gASVAA=="}
+    place = {"function": "f", "code": None, "runs": 1, "signatures": [signature]}
+    return {"format": manifest.FORMAT, "environment": {}, "objects": {"f": place}}
+
+
+def _signature(content):
+    return content["objects"]["f"]["signatures"][0]
+
+
+# Each kind of damage `manifest.read` tells: (the file written instead, or a change to
+# `_sound()`'s content; what the error says).
+DAMAGE = {
+    "not JSON": ('{"format": ', "not JSON (Expecting value: line 1 column 12 (char 11))"),
+    "no format": (
+        lambda c: c.pop("format"),
+        f'not a tinax warm-start manifest (no "format": {manifest.FORMAT!r})',
+    ),
+    "environment": (
+        lambda c: c.update(environment=[]),
+        '"environment" and "objects" must be JSON objects',
+    ),
+    "objects": (
+        lambda c: c.update(objects=[1]),
+        '"environment" and "objects" must be JSON objects',
+    ),
+    "object": (lambda c: c["objects"].update(f=1), "object 'f' is not a JSON object"),
+    "signatures": (
+        lambda c: c["objects"]["f"].update(signatures={}),
+        "object 'f': \"signatures\" is not a list",
+    ),
+    "signature": (
+        lambda c: c["objects"]["f"].update(signatures=[1]),
+        "object 'f': a signature is not a JSON object",
+    ),
+    "no data": (
+        lambda c: _signature(c).pop("data"),
+        'object \'f\': a signature lacks "text" or "data"',
+    ),
+    "text": (
+        lambda c: _signature(c).update(text=3),
+        'object \'f\': a signature lacks "text" or "data"',
+    ),
+    "object runs": (
+        lambda c: c["objects"]["f"].update(runs=-1),
+        "object 'f': 'runs' is not a count (an int >= 0)",
+    ),
+    "signature last": (
+        lambda c: _signature(c).update(last=True),
+        "object 'f': 'last' is not a count (an int >= 0)",
+    ),
+    "data padding": (
+        lambda c: _signature(c).update(data="gASVAA="),
+        "object 'f': a signature's \"data\" is not base64",
+    ),
+    "data digit": (
+        lambda c: _signature(c).update(data="gAS!AA=="),
+        "object 'f': a signature's \"data\" is not base64",
+    ),
+}
+
+
 class TestManifestFile:
     @settings(max_examples=100, deadline=None)
     @given(
@@ -462,6 +556,30 @@ class TestManifestFile:
             assert str(error)
         else:
             assert all(isinstance(place, manifest.Place) for place in read.places.values())
+
+    @pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
+    def test_each_kind_of_damage_is_a_manifest_error_naming_it(self, tmp_path, damage):
+        damaged, said = damage
+        path = tmp_path / "m.json"
+        path.write_text(json.dumps(_sound()))
+        assert [r.text for r in manifest.read(path).places["f"].signatures] == ["x: f32[3]"]
+        if isinstance(damaged, str):
+            path.write_text(damaged)
+        else:
+            content = _sound()
+            damaged(content)
+            path.write_text(json.dumps(content))
+        with pytest.raises(manifest.ManifestError) as raised:
+            manifest.read(path)
+        assert str(raised.value) == said
+
+    def test_a_file_that_cannot_be_read_is_a_log_line_that_says_so(self, tmp_path, caplog):
+        """Not "written anew": whether it can be written, the writer says when it tries."""
+        caplog.set_level("INFO", logger="tinax")
+        assert session._load(str(tmp_path)) is None  # a folder: open() raises an OSError
+        [line] = caplog.messages
+        assert line.startswith(f"tinax warm start: {tmp_path} cannot be read ("), line
+        assert line.endswith("); starting cold"), line
 
     def test_a_run_counts_once_per_object_and_signature_and_ranks_most_used_then_recent(self):
         a, b, c = (manifest.Recorded(text, text) for text in "abc")
@@ -508,13 +626,16 @@ class TestManifestFile:
 
     def test_a_manifest_of_format_1_reads_as_one_run_in_its_order(self, tmp_path):
         path = tmp_path / "m.json"
-        signatures = [{"text": t, "data": t} for t in ("b", "a")]
+        signatures = [{"text": t, "data": d} for t, d in (("b", "Yg=="), ("a", "YQ=="))]
         old = {"function": "f", "code": None, "signatures": signatures}
         content = {"format": "tinax warm start 1", "environment": {}, "objects": {"f": old}}
         path.write_text(json.dumps(content))
         place = manifest.read(path).places["f"]
         assert place.runs == 1
-        assert place.signatures == (manifest.Recorded("b", "b"), manifest.Recorded("a", "a"))
+        assert place.signatures == (
+            manifest.Recorded("b", "Yg=="),
+            manifest.Recorded("a", "YQ=="),
+        )
         assert (place.signatures[0].runs, place.signatures[0].last) == (1, 1)
 
     def test_two_writers_of_one_file_lose_nothing(self, tmp_path):

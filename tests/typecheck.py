@@ -60,6 +60,16 @@ def diagnostics_are_typed(x: jax.Array) -> None:
     assert_type(wrapped.traced_signatures, TraceHistory)
 
 
+def stages_are_typed_as_jax_jit_s(x: jax.Array) -> None:
+    # jax.jit(step).lower(...) is jax.stages.Lowered and .trace(...) jax.stages.Traced
+    bounded = bounded_jit(step, max_traces=1)
+    assert_type(bounded.lower(x, 3), jax.stages.Lowered)
+    assert_type(bounded.trace(x, 3), jax.stages.Traced)
+    batched = batched_jit(step, max_traces=1)
+    assert_type(batched.lower(x, 3), jax.stages.Lowered)
+    assert_type(batched.trace(x, 3), jax.stages.Traced)
+
+
 def shard_mapped_keeps_parameter_and_return_types(x: jax.Array, mesh: Mesh) -> None:
     spec = PartitionSpec("x")
     wrapped = shard_mapped(step, mesh=mesh, in_specs=(spec, None), out_specs=(spec, None))

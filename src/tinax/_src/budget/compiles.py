@@ -40,6 +40,7 @@ Nothing here runs on a cached call: only when XLA compiles (or loads).
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 import threading
@@ -514,10 +515,16 @@ def own_stage(
     ``number`` of the object of ``ledger``, inputs placed as ``placed``) that object's:
     a ``Traced``'s ``lower()`` returns a ``Lowered`` made so, and a ``Lowered``'s
     ``compile()`` runs inside `compiling`. Nothing is held but the ledger, the number
-    and the placements' text (never the arguments)."""
-    found: Any = stage
+    and the placements' text (never the arguments).
+
+    The method set on the stage calls the method of a shallow copy (``twin``), never
+    one bound to the stage itself: that would be a reference cycle (the stage, its
+    ``__dict__``, the closure, the bound method, the stage) that keeps the stage and
+    its jaxpr alive until the cycle collector runs, where `jax.jit`'s stage is freed
+    when its last reference goes."""
     if isinstance(stage, jax.stages.Traced):
-        lower: Callable[..., Any] = found.lower
+        twin: Any = copy.copy(stage)  # shares the stage's jaxpr; no cycle
+        lower: Callable[..., Any] = twin.lower
 
         def lowered(*args: Any, **kwargs: Any) -> Any:
             out = lower(*args, **kwargs)
@@ -526,7 +533,8 @@ def own_stage(
 
         private.shadow_method(stage, "lower", lowered)
     elif isinstance(stage, jax.stages.Lowered):
-        compile_: Callable[..., Any] = found.compile
+        twin = copy.copy(stage)  # shares the stage's lowering
+        compile_: Callable[..., Any] = twin.compile
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
             with compiling(ledger, number=number, placed=placed):

@@ -12,7 +12,10 @@ microseconds:
   leaves and one static key: ``(tree structure, the leaves with None where an
   array is, the type of each non-array leaf)``. JAX hashes the key and compares
   it with ``==``: a new structure, a new non-array value or the same value with
-  another type traces again, exactly as JAX keys a static argument.
+  another type traces again, exactly as JAX keys a static argument. With
+  ``donate_argnums``/``donate_argnames`` (`split_donated`), the arguments they
+  name are split apart: `jax.jit` gets their array leaves as a list of its own,
+  donated (argument 0), then the others' and the key (``static_argnums=2``).
 - at trace time only (`joined`): the key and the traced leaves are put back
   into the user's arguments and the function runs. An output with non-array
   leaves is returned to JAX as an `Output` (`returning_parts`): its array leaves
@@ -28,6 +31,7 @@ Everything runs in tinax's frames, hidden from tracebacks like JAX's own.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -35,6 +39,7 @@ import jax
 
 from tinax._src import private
 from tinax._src.core.arrays import KNOWN, array_type, is_array
+from tinax._src.core.statics import Statics
 
 _tree_util: Any = jax.tree_util
 flatten: Any = _tree_util.tree_flatten
@@ -189,37 +194,110 @@ def join(dynamic: list[Any], key: Key) -> tuple[tuple[Any, ...], dict[str, Any]]
     return args, kwargs
 
 
-def split_call(
-    args: tuple[Any, ...], kwargs: Mapping[str, Any]
+DonatedKey = tuple[tuple[int, ...], Key, Key]
+
+
+def split_donated(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], donated: Statics
+) -> tuple[list[Any], list[Any], DonatedKey]:
+    """``(donated array leaves, the other array leaves, static key)`` of a call, where
+    ``donated`` says which arguments are donated as `jax.jit` decides it: a positional
+    argument by its index (a negative number never matches, as in JAX), a keyword
+    argument by its name. The key holds the donated positions and the `split` key of
+    each part."""
+    nums, names = donated.argnums, donated.argnames
+    positions = tuple(index for index in range(len(args)) if index in nums)
+    given = tuple(args[index] for index in positions)
+    kept = tuple(arg for index, arg in enumerate(args) if index not in positions)
+    given_kwargs = {name: value for name, value in kwargs.items() if name in names}
+    kept_kwargs = {name: value for name, value in kwargs.items() if name not in names}
+    donated_leaves, donated_key = split(given, given_kwargs)
+    kept_leaves, kept_key = split(kept, kept_kwargs)
+    return donated_leaves, kept_leaves, (positions, donated_key, kept_key)
+
+
+def join_donated(
+    donated: list[Any], kept: list[Any], key: DonatedKey
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """What the `jax.jit` object gets for a call: ``((array leaves, key), {})``."""
-    dynamic, key = split(args, kwargs)
-    return (dynamic, key), {}
+    """The call's ``(args, kwargs)`` back from `split_donated`'s parts."""
+    positions, donated_key, kept_key = key
+    given, given_kwargs = join(donated, donated_key)
+    rest, kwargs = join(kept, kept_key)
+    args: list[Any] = []
+    from_given, from_rest = iter(given), iter(rest)
+    for index in range(len(given) + len(rest)):
+        args.append(next(from_given) if index in positions else next(from_rest))
+    kwargs.update(given_kwargs)
+    return tuple(args), kwargs
 
 
-def joined(counted: Callable[..., Any], name: str, qualname: str) -> Callable[..., Any]:
+def split_call(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], donated: Statics | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """What the `jax.jit` object gets for a call: ``((array leaves, key), {})``, or with
+    ``donated`` (the donated arguments), ``((donated leaves, other leaves, key), {})``."""
+    if donated is None:
+        return split(args, kwargs), {}
+    return split_donated(args, kwargs, donated), {}
+
+
+def jit_kwargs(kwargs: Mapping[str, Any], donated: Statics | None) -> dict[str, Any]:
+    """The `jax.jit` options of the split call: the key static (argument 1, or 2 after
+    the donated leaves), and argument 0 donated in place of the user's donated
+    arguments (``donated``; ``None``: none)."""
+    options = {
+        key: value
+        for key, value in kwargs.items()
+        if key not in ("donate_argnums", "donate_argnames")
+    }
+    if donated is None:
+        return {**options, "static_argnums": 1}
+    return {**options, "static_argnums": 2, "donate_argnums": 0}
+
+
+def joined(
+    counted: Callable[..., Any], name: str, qualname: str, donated: Statics | None = None
+) -> Callable[..., Any]:
     """What `jax.jit` traces (with ``static_argnums=1``): the user's arguments put back
-    together from the array leaves (tracers) and the static key, then ``counted``."""
+    together from the array leaves (tracers) and the static key, then ``counted``; with
+    ``donated``, from the donated leaves, the others and the key (``static_argnums=2``,
+    ``donate_argnums=0``)."""
+    traced: Callable[..., Any]
+    if donated is None:
 
-    def traced(dynamic: list[Any], key: Key) -> Any:
-        args, kwargs = join(dynamic, key)
-        return counted(*args, **kwargs)
+        def traced_whole(dynamic: list[Any], key: Key) -> Any:
+            args, kwargs = join(dynamic, key)
+            return counted(*args, **kwargs)
 
+        traced = traced_whole
+    else:
+
+        def traced_donated(donated: list[Any], kept: list[Any], key: DonatedKey) -> Any:
+            args, kwargs = join_donated(donated, kept, key)
+            return counted(*args, **kwargs)
+
+        traced = traced_donated
     traced.__name__, traced.__qualname__ = name, qualname  # jit_<name>, as for the function
     return traced
 
 
 def caller(
-    jitted: Callable[..., Any], unhashable: Callable[[tuple[Any, ...], dict[str, Any]], str | None]
+    jitted: Callable[..., Any],
+    unhashable: Callable[[tuple[Any, ...], dict[str, Any]], str | None],
+    donated: Statics | None = None,
 ) -> Callable[..., Any]:
-    """The per-call path: split, call the compiled function, give back the user's output
-    whole (an `Output` of `returning_parts`), and turn JAX's error about an unhashable
-    static value into one that names the leaf (``unhashable`` finds it)."""
+    """The per-call path: split (with ``donated``, into the donated leaves, the others
+    and the key: `split_donated`), call the compiled function, give back the user's
+    output whole (an `Output` of `returning_parts`), and turn JAX's error about an
+    unhashable static value into one that names the leaf (``unhashable`` finds it)."""
+    parts: Callable[[tuple[Any, ...], dict[str, Any]], tuple[Any, ...]] = (
+        split if donated is None else functools.partial(_split_donated, donated)
+    )
 
     def call_static_nonarrays(*args: Any, **kwargs: Any) -> Any:
-        dynamic, key = split(args, kwargs)
+        jax_args = parts(args, kwargs)
         try:  # free unless something is raised (zero-cost exceptions)
-            out = jitted(dynamic, key)
+            out = jitted(*jax_args)
         except (TypeError, ValueError) as error:  # JAX: ValueError for an unhashable key
             text = unhashable(args, kwargs)
             if text is not None:
@@ -234,6 +312,12 @@ def caller(
         return out
 
     return call_static_nonarrays
+
+
+def _split_donated(
+    donated: Statics, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    return split_donated(args, kwargs, donated)
 
 
 def hashable(value: object) -> bool:
@@ -272,14 +356,17 @@ def refused_leaf_message(api: str, path: str, value: object) -> str:
 
 # --- wrap time -------------------------------------------------------------------------------
 
-_BY_ARGUMENT = ("static_argnums", "static_argnames", "donate_argnums", "donate_argnames")
+_BY_ARGUMENT = ("static_argnums", "static_argnames")
 
 
 def check(api: str, value: object, parsed: Any, in_shardings: object) -> bool:
-    """Checks ``static_nonarrays`` (a bool), then that no option addresses arguments by
-    number or name next to it: the call reaches `jax.jit` as a list of array leaves and
-    one static key, where those numbers and names mean nothing (``eqx.filter_jit``
-    refuses them too). ``parsed`` is `jit_options.parse`'s result."""
+    """Checks ``static_nonarrays`` (a bool), then that no option makes arguments static
+    or places them next to it: every leaf that is not an array is static already, and
+    the call reaches `jax.jit` as lists of array leaves and one static key, where an
+    ``in_shardings`` tree would not apply (``eqx.filter_jit`` refuses them too).
+    ``donate_argnums``/``donate_argnames`` are taken: the array leaves of the donated
+    arguments reach `jax.jit` as a donated list of their own (`split_donated`).
+    ``parsed`` is `jit_options.parse`'s result."""
     from tinax._src.core.statics import UNSPECIFIED, check_bool
 
     flag = check_bool(api, "static_nonarrays", value)

@@ -1,12 +1,14 @@
-"""The budgeted functions of a test session: what ``pytest --tinax-budgets`` prints.
+"""The budgeted functions of a test session: what ``pytest --tinax-budgets`` counts.
 
 A collector hears of every object built (wrap time) and every trace counted
 (trace time) through `watchers.watch`, so objects that tests drop are counted
 too, not only those still alive at the end. It keeps each object's ledger (its
 count and trace history, never the object or its function), and at the end of
-the session groups them by function and construction site: objects built,
-traces, compiles, retraces and their most common cause, trace and compile
-time. A compile is a trace whose compile time `observe` attributed (from
+the session gives each object's figures as a plain record (function and
+construction site, traces, compiles, cache loads, trace and compile time, the
+cause of each retrace): the plugin groups them into its table, a serial run's
+and an xdist controller's alike, without importing JAX (`_tinax_pytestplugin`).
+A compile is a trace whose compile time `observe` attributed (from
 `jax.monitoring`), as ``traced_signatures`` shows it; a load from JAX's persistent
 compilation cache is no compile, and has a column of its own (the ledger's
 compile book, `budget.compiles.Book`, counts them).
@@ -14,20 +16,19 @@ compile book, `budget.compiles.Book`, counts them).
 
 from __future__ import annotations
 
-import collections
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from tinax._src.diagnosis import compare, elide, report
+from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.ledger import Ledger
 from tinax._src.observe import sites, watchers
 
-_MAX_NAME = 60
-_MAX_CAUSE = 60
+if TYPE_CHECKING:
+    from _tinax_pytestplugin import Record
 
 
 @attrs.define(eq=False)
@@ -37,22 +38,6 @@ class _Group:
     function: str  # name (defined at file:line)
     built_at: str  # file:line, or "?" when no user code built them
     ledgers: list[Ledger] = attrs.field(factory=lambda: list[Ledger]())
-
-
-@attrs.frozen
-class Row:
-    """One function and construction site, as ``--tinax-budgets`` prints it."""
-
-    function: str
-    built_at: str
-    objects: int
-    traces: int
-    compiles: int
-    cache_loads: int
-    retraces: int
-    cause: str
-    trace_seconds: float | None
-    compile_seconds: float | None
 
 
 class Collector:
@@ -85,21 +70,12 @@ class Collector:
                 group = self._groups[(shown, built_at)] = _Group(shown, built_at)
             group.ledgers.append(ledger)
 
-    def rows(self) -> list[Row]:
-        """One row per function and construction site, most compile time first (then
-        most trace time, then by name)."""
+    def records(self) -> list[Record]:
+        """Each object collected, as `_tinax_pytestplugin.rows` groups them (the order
+        they were built)."""
         with self._lock:
             groups = list(self._groups.values())
-        rows = [_row(group) for group in groups]
-        rows.sort(
-            key=lambda row: (
-                -(row.compile_seconds or 0.0),
-                -(row.trace_seconds or 0.0),
-                row.function,
-                row.built_at,
-            )
-        )
-        return rows
+        return [_record(group, ledger) for group in groups for ledger in group.ledgers]
 
 
 def _place(site: tuple[str, int]) -> str:
@@ -131,42 +107,23 @@ def retrace_cause(earlier: Sequence[TracedSignature], entry: TracedSignature) ->
     return f"{first.path}: {', '.join(first.kinds)}"
 
 
-def _row(group: _Group) -> Row:
-    traces = compiles = retraces = loads = 0
-    trace_seconds = compile_seconds = 0.0
-    timed = compile_timed = False
-    causes: collections.Counter[str] = collections.Counter()
-    for ledger in group.ledgers:
-        history = _history(ledger)
-        traces += len(history)
-        loads += _loads(ledger)
-        for index, entry in enumerate(history):
-            if entry.trace_seconds is not None:
-                timed = True
-                trace_seconds += entry.trace_seconds
-            if entry.compile_seconds is not None:
-                compiles += 1
-                compile_timed = True
-                compile_seconds += entry.compile_seconds
-            if index:
-                retraces += 1
-                causes[retrace_cause(history[:index], entry)] += 1
-    cause = "-"
-    if causes:
-        (common, count), *_ = causes.most_common(1)
-        cause = common if count == retraces else f"{common} ({count} of {retraces})"
-    return Row(
-        function=group.function,
-        built_at=group.built_at,
-        objects=len(group.ledgers),
-        traces=traces,
-        compiles=compiles,
-        retraces=retraces,
-        cause=cause,
-        cache_loads=loads,
-        trace_seconds=trace_seconds if timed else None,
-        compile_seconds=compile_seconds if compile_timed else None,
-    )
+def _record(group: _Group, ledger: Ledger) -> Record:
+    """One object's figures, in plain values that an xdist worker can send."""
+    history = _history(ledger)
+    timed = [entry.trace_seconds for entry in history if entry.trace_seconds is not None]
+    compiled = [entry.compile_seconds for entry in history if entry.compile_seconds is not None]
+    return {
+        "function": group.function,
+        "built_at": group.built_at,
+        "traces": len(history),
+        "compiles": len(compiled),
+        "cache_loads": _loads(ledger),
+        "trace_seconds": sum(timed) if timed else None,
+        "compile_seconds": sum(compiled) if compiled else None,
+        "causes": [
+            retrace_cause(history[:index], history[index]) for index in range(1, len(history))
+        ],
+    }
 
 
 # --- started collectors --------------------------------------------------------------------
@@ -208,66 +165,3 @@ def stop(collector: Collector) -> None:
             _active.remove(collector)
         if not _active:
             watchers.watch(None, None)
-
-
-# --- the report ----------------------------------------------------------------------------
-
-HEADER = (
-    "compile time",
-    "trace time",
-    "objects",
-    "traces",
-    "compiles",
-    "cache loads",
-    "retraces",
-    "function (defined at)",
-    "built at",
-    "most common retrace cause",
-)
-_RIGHT = 7  # the first seven columns are figures: aligned right
-
-
-def table(rows: Sequence[Row]) -> list[str]:
-    """The rows as lines of a table under `HEADER`."""
-    cells: list[list[str]] = [list(HEADER)]
-    for row in rows:
-        cells.append(
-            [
-                report.duration(row.compile_seconds),
-                report.duration(row.trace_seconds),
-                str(row.objects),
-                str(row.traces),
-                str(row.compiles),
-                str(row.cache_loads),
-                str(row.retraces),
-                elide.tail(row.function, _MAX_NAME),
-                row.built_at,
-                elide.words(row.cause, _MAX_CAUSE),
-            ]
-        )
-    widths = [max(len(line[column]) for line in cells) for column in range(len(HEADER))]
-    return [
-        "  ".join(
-            cell.rjust(width) if column < _RIGHT else cell.ljust(width)
-            for column, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ).rstrip()
-        for line in cells
-    ]
-
-
-def summary(collector: Collector, top: int) -> tuple[str, list[str]]:
-    """``(title, lines)`` of the session's report: every function and construction
-    site (``top=0``), or the ``top`` with the most compile time."""
-    rows = collector.rows()
-    if not rows:
-        return "tinax budgets", ["no budgeted function was built in this session"]
-    shown = rows if top <= 0 else rows[:top]
-    what = "budgeted function" + ("s" if len(rows) > 1 else "")
-    if len(shown) < len(rows):
-        title = f"tinax budgets: top {len(shown)} of {len(rows)} {what}, by compile time"
-    else:
-        title = f"tinax budgets: {len(rows)} {what}, by compile time"
-    lines = table(shown)
-    if len(shown) < len(rows):
-        lines.append(f"({len(rows) - len(shown)} more: --tinax-budgets shows every one)")
-    return title, lines

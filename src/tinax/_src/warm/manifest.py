@@ -236,6 +236,10 @@ def _place(name: str, entry: object) -> Place:
         text, data = signature.get("text"), signature.get("data")
         if not isinstance(text, str) or not isinstance(data, str):
             raise ManifestError(f'object {name!r}: a signature lacks "text" or "data"')
+        try:  # checked here, so that a damaged field reads as any other damage
+            base64.b64decode(data, validate=True)
+        except ValueError:  # binascii.Error: "Incorrect padding", "Non-base64 digit found"
+            raise ManifestError(f'object {name!r}: a signature\'s "data" is not base64') from None
         kept.append(
             Recorded(text, data, _count(name, signature, "runs"), _count(name, signature, "last"))
         )

@@ -531,6 +531,8 @@ def _check_path(api: str, path: object) -> str:
         raise ValueError(
             validation.message(api, "path", "a non-empty file path without a NUL", path)
         )
+    if os.path.isdir(text) or text.endswith(("/", os.sep)):  # never read nor written
+        raise ValueError(validation.message(api, "path", "a file path, not a folder", path))
     return text
 
 
@@ -595,8 +597,8 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
     Raises:
         TypeError: ``path`` is not a str or os.PathLike; ``workers`` is not `None`
             or an int (bool is not accepted).
-        ValueError: ``path`` is empty; ``workers`` is below 1; warm start is on
-            already with another path.
+        ValueError: ``path`` is empty or names a folder; ``workers`` is below 1;
+            warm start is on already with another path.
 
     Examples:
         >>> import tinax
@@ -653,10 +655,18 @@ def _load(path: str, first: str | None = None) -> manifest.Manifest | None:
             return _load(first)
         logger.info("tinax warm start: no manifest at %s yet; this run records one", path)
         return None
-    except (OSError, manifest.ManifestError, UnicodeDecodeError) as error:
+    except (manifest.ManifestError, UnicodeDecodeError) as error:
         logger.warning(
             "tinax warm start: %s cannot be used (%s); starting cold, and it is written anew",
             path,
+            error,
+        )
+        return None
+    except OSError as error:  # whether it can be written, the writer's log line says
+        logger.warning(
+            "tinax warm start: %s cannot be read (%s: %s); starting cold",
+            path,
+            type(error).__name__,
             error,
         )
         return None
@@ -682,7 +692,7 @@ def save_signatures(path: str | os.PathLike[str]) -> None:
 
     Raises:
         TypeError: ``path`` is not a str or os.PathLike.
-        ValueError: ``path`` is empty.
+        ValueError: ``path`` is empty or names a folder.
         OSError: The file cannot be written.
     """
     target = _check_path("save_signatures", path)

@@ -137,6 +137,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
             mesh,
             parsed.jit_kwargs,
             around=batch,
+            donated=parsed.donated,
         )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
@@ -331,11 +332,11 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             compares static arguments (same type and ``==``; they must be
             hashable), each new value traces again, and the non-array leaves of
             the output come back as they are (``model = step(model, x)``).
-            Leaves that are not arrays are not batched. Not with options that
-            address arguments by number or name
-            (`static_argnums`, `static_argnames`, `donate_argnums`,
-            `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
-            behaviour, and a cached call is the `jax.jit` object itself.
+            Leaves that are not arrays are not batched. `donate_argnums`/
+            `donate_argnames` donate the array leaves of the arguments they name.
+            Not with `static_argnums`, `static_argnames` or `in_shardings`.
+            Defaults to `False`: `jax.jit`'s behaviour, and a cached call is the
+            `jax.jit` object itself.
 
         propagate_updates: For `flax.nnx` objects among the arguments, what
             becomes of a ``Variable`` the function assigns, which `jax.vmap` and

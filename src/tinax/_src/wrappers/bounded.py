@@ -98,6 +98,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
             parsed.jit_kwargs,
             propagate_updates=parsed.propagate_updates,
             donating=parsed.donating,
+            donated=parsed.donated,
         )
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
@@ -232,10 +233,11 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             compares static arguments (same type and ``==``; they must be
             hashable), each new value traces again, and the non-array leaves of
             the output come back as they are (``model = step(model, x)``).
-            Not with options that address arguments by number or name
-            (`static_argnums`, `static_argnames`, `donate_argnums`,
-            `donate_argnames`, `in_shardings`). Defaults to `False`: `jax.jit`'s
-            behaviour, and a cached call is the `jax.jit` object itself.
+            `donate_argnums`/`donate_argnames` donate the array leaves of the
+            arguments they name (as ``eqx.filter_jit(donate="all")`` donates every
+            argument's). Not with `static_argnums`, `static_argnames` or
+            `in_shardings`. Defaults to `False`: `jax.jit`'s behaviour, and a
+            cached call is the `jax.jit` object itself.
 
         propagate_updates: For `flax.nnx` objects (Modules, Optimizers, Rngs)
             among the arguments, what becomes of a ``Variable`` the function
@@ -287,8 +289,8 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `in_shardings` tuple does not have one entry per positional argument
             that is not static; `device` or `backend` is given with `mesh`;
             `backend` names no platform JAX can run on here; `static_nonarrays` is
-            given with an argnums or argnames option, with `in_shardings`, or with
-            ``propagate_updates=True``; `function` is a method bound to a
+            given with `static_argnums`, `static_argnames` or `in_shardings`, or
+            with ``propagate_updates=True``; `function` is a method bound to a
             `flax.nnx` object (``model.__call__``; ``nnx.jit`` refuses it too).
 
     Examples:

@@ -65,6 +65,7 @@ class JitOptions:
     static_nonarrays: bool
     propagate_updates: bool | None
     donating: bool
+    donated: jit_options.Statics | None = None  # static_nonarrays: the donated arguments
 
 
 def parse_jit_options(
@@ -116,14 +117,16 @@ def parse_jit_options(
     own["propagate_updates"] = propagate
     statics = options.statics
     kwargs = options.jit_kwargs
+    donating = bool(options.donate_argnums or options.donate_argnames)
+    donated = None
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
         statics = statics._replace(nonarrays=True)
-        kwargs = {**kwargs, "static_argnums": 1}
+        if options.donated.argnums or options.donated.argnames:  # the donated leaves apart
+            donated = options.donated
+        kwargs = nonarrays.jit_kwargs(kwargs, donated)
     if propagate and writes_back and "out_shardings" in kwargs:
         kwargs = {**kwargs, "out_shardings": nnx_checks.output_shardings(kwargs["out_shardings"])}
-
-    donating = bool(options.donate_argnums or options.donate_argnames)
-    return JitOptions(statics, kwargs, static_nonarrays, propagate, donating)
+    return JitOptions(statics, kwargs, static_nonarrays, propagate, donating, donated)
 
 
 # The options whose values jax.jit checks itself when it wraps (sharding trees, device and
@@ -199,6 +202,7 @@ def build(
     around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     propagate_updates: bool | None = False,
     donating: bool = False,
+    donated: jit_options.Statics | None = None,
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
@@ -217,15 +221,18 @@ def build(
     raise (`rejections`).
     With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit_kwargs`` must mark
     argument 1 static: the call is split into array leaves and a static key
-    (`nonarrays`). ``propagate_updates`` as the classes take it (`models/nnx`; a
+    (`nonarrays`); ``donated`` (`JitOptions.donated`), the arguments whose leaves it
+    donates, split apart. ``propagate_updates`` as the classes take it (`models/nnx`; a
     `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     ledger = Ledger()
     jit = _WithOptions(type(owner).__name__, jit_kwargs)  # the jax.jit in effect now
-    probe = _Probe(function, signature, around, jit, statics.nonarrays)  # built when needed
+    probe = _Probe(function, signature, around, jit, statics.nonarrays, donated)  # when needed
     names = counting.jax_names(function)  # read once: the counted function's and the object's
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
-    own.update(_ledger=ledger, _signature=signature, _static=statics, _probe=probe)
+    own.update(
+        _ledger=ledger, _signature=signature, _static=statics, _probe=probe, _donated=donated
+    )
     if jit.later:  # nothing jax.jit could raise: built at the first use
         own["_pending"] = (traced, jit, names, mesh, propagate_updates, donating)
     else:  # jax.jit's own errors for the options are raised at wrap time
@@ -286,7 +293,7 @@ def _compiled_call(
         rejects=own["_probe"].traced,
     )
     if statics.nonarrays:
-        counted = nonarrays.joined(counted, *names)
+        counted = nonarrays.joined(counted, *names, own["_donated"])
     compiled = nnx_tracing.rebinding(counted) if propagate_updates else counted
     if not (statics.nonarrays or propagate_updates):  # the user's arguments reach jax.jit
         hint = functools.partial(leaf_error, api, signature, statics)
@@ -297,7 +304,8 @@ def _compiled_call(
         jitted = nnx_propagate.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
-        call = nonarrays.caller(call, functools.partial(leaf_error, api, signature, statics))
+        unhashable = functools.partial(leaf_error, api, signature, statics)
+        call = nonarrays.caller(call, unhashable, own["_donated"])
     return jitted, call
 
 
@@ -328,6 +336,7 @@ class _Probe:
 
     __slots__ = (
         "_around",
+        "_donated",
         "_function",
         "_jit",
         "_jitted",
@@ -343,8 +352,10 @@ class _Probe:
         around: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
         jit: Callable[[Callable[..., Any]], Any],
         split: bool = False,
+        donated: jit_options.Statics | None = None,
     ) -> None:
         self._nonarrays = split  # static_nonarrays: jit takes (array leaves, static key)
+        self._donated = donated  # and the donated arguments' leaves apart
         self._function = function
         self._signature = signature
         self._around = around
@@ -371,7 +382,8 @@ class _Probe:
         if self._jitted is None:
             built = self._built(placements=True)
             if self._nonarrays:
-                built = nonarrays.joined(built, *counting.jax_names(self._function))
+                names = counting.jax_names(self._function)
+                built = nonarrays.joined(built, *names, self._donated)
             self._jitted = self._jit(built)
         return self._jitted
 
@@ -533,6 +545,7 @@ class BudgetedMixin:
     _signature: validation.LazySignature
     _static: jit_options.Statics
     _probe: _Probe
+    _donated: jit_options.Statics | None
     # Built at the first call (or the first lower, trace, precompile...) unless jax.jit
     # checks the options itself (`build`): a program's wrap costs less than jax.jit's, and
     # the build is lost in the first trace. A cached call finds them in the __dict__.
@@ -616,7 +629,7 @@ class BudgetedMixin:
         if raises is None:  # JAX's own checks, around a stand-in for the function
             jax_args, jax_kwargs = args, kwargs
             if self._static.nonarrays:
-                jax_args, jax_kwargs = nonarrays.split_call(args, kwargs)
+                jax_args, jax_kwargs = nonarrays.split_call(args, kwargs, self._donated)
             rejected = self._under_mesh(
                 rejections.rejection, self._probe.get(), jax_args, jax_kwargs
             )
@@ -664,7 +677,7 @@ class BudgetedMixin:
         unhashable static argument, are told in tinax's words (the same type)."""
         jax_args, jax_kwargs = args, kwargs
         if self._static.nonarrays:
-            jax_args, jax_kwargs = nonarrays.split_call(args, kwargs)
+            jax_args, jax_kwargs = nonarrays.split_call(args, kwargs, self._donated)
         try:
             return self._under_mesh(method, *jax_args, **jax_kwargs)
         except ValueError:  # JAX's, for an unhashable static argument (or key)
@@ -707,21 +720,22 @@ class BudgetedMixin:
         return stage
 
     @_user_facing
-    def lower(self, *args: Any, **kwargs: Any) -> Any:
+    def lower(self, *args: Any, **kwargs: Any) -> jax.stages.Lowered:
         """Lowers the function for these arguments (under the mesh if set); counts a trace
         if the signature is new, and its ``compile()`` counts in `compiles_used`. See
         `jax.jit`'s ``lower``. With ``propagate_updates=True``, its ``compile()`` is
         called with the `flax.nnx` objects, as the object is, and writes back their
-        updates."""
+        updates (a stage of tinax's that has every attribute of JAX's, typed as it)."""
         with private.lowering():  # lowered at once: placed against in_shardings, JAX's error
             stage = self._traced(args, kwargs)
         return self._under_mesh(stage.lower)
 
     @_user_facing
-    def trace(self, *args: Any, **kwargs: Any) -> Any:
+    def trace(self, *args: Any, **kwargs: Any) -> jax.stages.Traced:
         """Traces the function for these arguments (under the mesh if set); counts a trace
         if the signature is new, and its ``lower().compile()`` counts in
-        `compiles_used`. See `jax.jit`'s ``trace``."""
+        `compiles_used`. See `jax.jit`'s ``trace``. With ``propagate_updates=True``, a
+        stage of tinax's that has every attribute of JAX's, typed as it."""
         return self._traced(args, kwargs)
 
     @_user_facing

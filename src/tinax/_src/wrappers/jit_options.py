@@ -52,6 +52,9 @@ class Parsed:
     statics: Statics
     jit_kwargs: dict[str, Any]
     inline: bool | enum.Enum
+    donated: Statics = NO_STATICS
+    """The donated arguments as `jax.jit` decides it on each call (names inferred from
+    numbers and numbers from names, as `statics`)."""
 
 
 def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | None:
@@ -338,7 +341,7 @@ def parse(
         found = _by_signature(api, known, key)
         if derived is not None:
             derived[key] = found
-    shape, statics = found
+    shape, statics, donated = found
     if shape is not None and in_shardings is not UNSPECIFIED:
         _check_in_shardings(api, in_shardings, shape, statics)
     kwargs: dict[str, Any] = {}
@@ -364,7 +367,7 @@ def parse(
         kwargs["inline"] = inlined
     if options is not None:
         kwargs["compiler_options"] = options
-    return Parsed(static, donate, static_nums, donate_nums, statics, kwargs, inlined)
+    return Parsed(static, donate, static_nums, donate_nums, statics, kwargs, inlined, donated)
 
 
 _Names = tuple[str, ...]
@@ -375,10 +378,11 @@ def _by_signature(
     api: str,
     known: inspect.Signature | None,
     key: tuple[_Names, _Names, _Numbers, _Numbers, _Names | None, _Names | None],
-) -> tuple[_Positional | None, Statics]:
+) -> tuple[_Positional | None, Statics, Statics]:
     """Checks the argnames and argnums against the signature (names it accepts, numbers
-    in range, nothing both static and donated); returns the positional parameters and
-    the statics, the names inferred from numbers and the numbers from names."""
+    in range, nothing both static and donated); returns the positional parameters, the
+    statics and the donated arguments, the names inferred from numbers and the numbers
+    from names."""
     static, donate, static_nums, donate_nums, static_for_jax, donate_for_jax = key
     if static or donate:
         check_accepted_names(api, "static_argnames", static, known)
@@ -401,7 +405,7 @@ def _by_signature(
             f"(static_argnums={static_nums!r}, static_argnames={static!r}, "
             f"donate_argnums={donate_nums!r}, donate_argnames={donate!r})."
         )
-    return shape, statics
+    return shape, statics, donated
 
 
 def jit(api: str, function: Any, kwargs: dict[str, Any], jit: Any) -> Any:
