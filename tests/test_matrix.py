@@ -6,7 +6,8 @@ in/out shardings, ``static_nonarrays=True`` with an equinox module (alone, and w
 ``propagate_updates=True`` with a flax.nnx module, and ``batched_jit``. The steps: the
 first call, a cached call, a retrace, an overrun under each policy, ``explain`` before
 and after, ``precompile``, ``lower``/``trace``/``compile``, ``no_new_compiles``,
-``budgets()``, the budget error pickled, and a warm restart in a fresh process.
+``budgets()``, the budget error pickled, a warm restart in a fresh process, and eager
+transforms around the object (`jax.grad`, `jax.vmap`, `jax.checkpoint`...).
 
 In each cell, the result equals the reference jit's (``jax.jit``, ``eqx.filter_jit``,
 ``nnx.jit``) bit for bit; ``traces_used``, ``compiles_used`` and ``cache_loads`` equal
@@ -286,6 +287,120 @@ class TestNoNewCompiles:
         assert_true_to(obj, text)
 
 
+# --- eager transforms around an object ------------------------------------------------------
+
+
+def _scalar(mode, obj, call):
+    """``obj`` as a function of its first array argument to a scalar, with the call's other
+    arguments fixed (the sum of its output is eager: another function to JAX), and that
+    argument."""
+    args, kwargs = call
+    at = next(i for i, arg in enumerate(args) if isinstance(arg, jax.Array))
+
+    def scalar(value):
+        given = (*args[:at], value, *args[at + 1 :])
+        return jax.tree.leaves(mode.result(obj(*given, **kwargs), given))[0].sum()
+
+    return scalar, args[at]
+
+
+def _linearized(f, x):
+    _, linear = jax.linearize(f, x)
+    return linear(x)
+
+
+def _pulled_back(f, x):
+    y, back = jax.vjp(f, x)
+    return back(jax.numpy.ones_like(y))
+
+
+TRANSFORMS = {  # outside any jax.jit: each compiles jaxprs JAX makes from the trace
+    "grad": lambda f, x: jax.grad(f)(x),
+    "hessian": lambda f, x: jax.hessian(f)(x),
+    "grad of checkpoint": lambda f, x: jax.grad(jax.checkpoint(f))(x),
+    "vmap": lambda f, x: jax.vmap(f)(jax.numpy.stack([x, x])),
+    "jvp": lambda f, x: jax.jvp(f, (x,), (x,)),
+    "linearize": _linearized,
+    "vjp": _pulled_back,
+}
+# what a call of the traced signature hears from explain and no_new_compiles afterwards
+COMPILED_ONLY_INSIDE = "trace #1 was compiled only inside a transform (jax.grad, jax.vmap...)"
+MADE_INSIDE = (
+    "trace #1 was made inside another trace (jax.checkpoint, an outer jax.jit...) and never"
+)
+# Every mode but those that donate or update in place: donation deletes the arrays a
+# transform is taken at (which the test passes again), and under jax.grad an nnx object
+# updated in place would keep a tracer (nnx.grad is the way to differentiate one).
+UNTRANSFORMED = ("donation", "static_nonarrays with donation", "propagate_updates (nnx)")
+TRANSFORMED_MODES = tuple(n for n in NAMES if n not in UNTRANSFORMED)
+
+
+def transformed_modes():
+    return pytest.mark.parametrize(
+        "mode", [pytest.param(MODES[n], id=n) for n in TRANSFORMED_MODES]
+    )
+
+
+class TestEagerTransforms:
+    """`jax.grad`, `jax.hessian`, `jax.grad` of `jax.checkpoint`, `jax.vmap`, `jax.jvp`,
+    `jax.linearize` and `jax.vjp` around an object, outside any jit: JAX traces the
+    function once, and compiles what it makes from that trace (each named as the
+    function: its JVP, known and linear parts, transpose, batched form), in the call or
+    in a later backward pass. ``compiles_used`` counts each; none of them is an executable
+    of the trace, so a later call of its signature reuses the trace and compiles, which
+    ``explain`` and ``no_new_compiles`` say, and why."""
+
+    @transformed_modes()
+    @pytest.mark.parametrize("transform", TRANSFORMS)
+    def test_every_compile_is_counted_and_a_later_call_is_said_to_compile(self, mode, transform):
+        obj = mode.build(2)
+        call = mode.arguments(SMALL)
+        f, x = _scalar(mode, obj, call)
+        with jax_counts(mode.jax_name) as jax_count:
+            TRANSFORMS[transform](f, x)
+        assert jax_count.compiles >= 1
+        assert facts(obj) == (1, jax_count.compiles, 0)  # traced once, every compile counted
+        explanation = obj.explain(*call[0], **call[1])
+        assert not explanation.retraces and explanation.reuses.number == 1, str(explanation)
+        text = str(explanation)
+        assert "this call would reuse trace #1 and compile it;" in text.splitlines()[0], text
+        cause = MADE_INSIDE if transform == "grad of checkpoint" else COMPILED_ONLY_INSIDE
+        assert cause in text, text
+        assert_true_to(obj, text)
+        before = obj.compiles_used
+        with pytest.raises(TraceBudgetError) as caught, no_new_compiles():
+            mode.call(obj, call)
+        assert cause in str(caught.value) and "not visible" not in str(caught.value)
+        assert_true_to(obj, str(caught.value))
+        with jax_counts(mode.jax_name) as jax_count:  # explain was right: JAX compiles
+            output = mode.call(obj, call)
+        assert_same(output, mode.expected(SMALL))
+        assert jax_count.facts() == (0, 1, 0)
+        assert facts(obj) == (1, before + 1, 0)
+        assert str(obj.explain(*call[0], **call[1])).count("\n") == 0  # compiled now
+        with jax_counts(mode.jax_name) as jax_count:  # JAX's caches hold every transform
+            TRANSFORMS[transform](f, x)
+        assert jax_count.compiles == 0 and obj.compiles_used == before + 1
+
+    @transformed_modes()
+    @pytest.mark.parametrize("transform", ["grad", "grad of checkpoint", "vmap"])
+    def test_after_a_call_a_transform_compiles_and_is_refused_with_its_cause(self, mode, transform):
+        obj = mode.build(2)
+        call = mode.arguments(SMALL)
+        mode.call(obj, call)
+        f, x = _scalar(mode, obj, call)
+        with pytest.raises(TraceBudgetError) as caught, no_new_compiles():
+            TRANSFORMS[transform](f, x)
+        text = str(caught.value)
+        assert "would compile inside no_new_compiles, reusing trace #1" in text, text
+        assert "XLA would compile what a transform" in text and "from trace #1" in text, text
+        assert_true_to(obj, text)
+        with jax_counts(mode.jax_name) as jax_count:
+            TRANSFORMS[transform](f, x)
+        assert jax_count.facts()[0] == 0 and jax_count.compiles >= 1
+        assert facts(obj) == (1, 1 + jax_count.compiles, 0)
+
+
 # --- the budget error travels --------------------------------------------------------------
 
 
@@ -339,25 +454,35 @@ def test_a_pair_that_cannot_combine_is_a_wrap_time_error(factory, options, named
 # --- sequences of steps, drawn -------------------------------------------------------------
 
 STEPS = ("call", "explain", "precompile", "lower", "trace", "eval_shape", "guarded call")
+TRANSFORM_STEPS = ("grad", "vmap")  # eager, around the object (`TestEagerTransforms`)
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     name=st.sampled_from(NAMES),
-    steps=st.lists(st.tuples(st.sampled_from(STEPS), st.sampled_from([SMALL, LARGE])), max_size=5),
+    steps=st.lists(
+        st.tuples(st.sampled_from(STEPS + TRANSFORM_STEPS), st.sampled_from([SMALL, LARGE])),
+        max_size=5,
+    ),
 )
 def test_every_sequence_of_steps_keeps_the_counts_true(name, steps):
     """After each step, tinax's counts are JAX's, results are the reference's, and
     ``explain`` and ``no_new_compiles`` agree with a model of JAX's caches: a size is
-    traced once (by any step but explain), compiled once (by a call or precompile)."""
+    traced once (by any step but explain), compiled once (by a call or precompile); an
+    eager transform compiles what it makes from the trace, once per transform and size,
+    which no call runs. (In a mode no transform applies to, a transform step is a call.)"""
     mode = MODES[name]
     obj = mode.build(len(steps) + 1)
-    traced, compiled = set(), set()
+    traced, compiled, transformed = set(), set(), set()
     total = cases.JaxCount()
     for step, size in steps:
+        if step in TRANSFORM_STEPS and name not in TRANSFORMED_MODES:
+            step = "call"
         args, kwargs = call = mode.arguments(size)
         predicted = obj.explain(*args, **kwargs)
         assert predicted.retraces == (size not in traced), str(predicted)
+        if size in traced:  # a compile is said to follow exactly when no call compiled it
+            assert bool(predicted.compiles) == (size not in compiled), str(predicted)
         assert_true_to(obj, str(predicted))
         refused = step == "guarded call" and size not in compiled
         with jax_counts(mode.jax_name) as jax_count:
@@ -367,13 +492,21 @@ def test_every_sequence_of_steps_keeps_the_counts_true(name, steps):
                 with pytest.raises(TraceBudgetError) as caught, no_new_compiles():
                     mode.call(obj, call)
                 assert_true_to(obj, str(caught.value))
+                assert "not visible" not in str(caught.value)
             elif step in ("call", "guarded call"):
                 with no_new_compiles() if step == "guarded call" else contextlib.nullcontext():
                     output = mode.call(obj, call)
                 assert_same(output, mode.expected(size))
+            elif step in TRANSFORM_STEPS:
+                TRANSFORMS[step](*_scalar(mode, obj, call))
             else:
                 getattr(obj, step)(*args, **kwargs)
-        if step != "explain" and not refused:
+        if step in TRANSFORM_STEPS:  # JAX records no trace event for a trace made under one
+            assert (jax_count.compiles > 0) == ((step, size) not in transformed), step
+            total.traces += size not in traced
+            traced.add(size)
+            transformed.add((step, size))
+        elif step != "explain" and not refused:
             assert jax_count.traces == (size not in traced), (step, str(predicted))
             traced.add(size)
             if step in ("call", "guarded call", "precompile"):

@@ -11,6 +11,11 @@ does not:
   0.11.2, found by attribute; neither: tinax's import fails with one line.
 - ``cache_miss``'s locals (`jit_call`): 0.9.2 to 0.12.0.1; renamed: no compile is
   counted for the call, its traces still are.
+- ``_pjit_call_impl_python``'s local ``jaxpr`` (`compiled_jaxpr`),
+  ``PjitInfo.fun_sourceinfo`` on a `jax.jit` object and ``DebugInfo.func_src_info`` of
+  a jaxpr, copied by JAX's transformations (`jit_source`, `jaxpr_source`): run on
+  0.10.2, read in 0.9.2's and 0.11.1's source; renamed: a compile under an eager
+  transform is counted only inside the object's own call, as a compile of its trace.
 - JAX's stages (``Traced``, ``Lowered``) having a ``__dict__`` (`shadow_method`):
   0.10.2 and 0.12.0.1; without one: a stage's compile is not counted.
 - ``_infer_input_type`` formatting the jitted function into its message for a
@@ -469,6 +474,52 @@ def jit_call(frame: types.FrameType | None) -> JitCall | None:
             )
         frame = frame.f_back
     return None
+
+
+def compiled_jaxpr(frame: types.FrameType | None) -> Any:
+    """The closed jaxpr that JAX compiles now, as seen from ``frame`` (a compile event's
+    listener's caller), or ``None`` (a stage's ``compile()``, or a JAX that renames it).
+
+    Every compile of a jaxpr outside ``lower`` runs ``_pjit_call_impl_python`` in
+    ``jax/_src/pjit.py`` with the jaxpr as its local ``jaxpr``: a call that missed its
+    cache compiles its own trace's jaxpr there; an eager transform around a `jax.jit`
+    object (`jax.grad`, `jax.vmap`, `jax.checkpoint`...) compiles a jaxpr made from that
+    trace's (its JVP, its known or linear part, its transpose, its batched form).
+    Run on jax 0.10.2 (the same name and local in JAX's source of 0.11.1).
+    """
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            return None
+        if _pjit_frame(frame, "_pjit_call_impl_python"):
+            return frame.f_locals.get("jaxpr")
+        frame = frame.f_back
+    return None
+
+
+def jit_source(jitted: object) -> str | None:
+    """The text by which a `jax.jit` object names its function in every jaxpr it traces
+    (``loss at file.py:3``), as that very ``str`` object, or ``None``.
+
+    `jax.jit` computes it once, when it builds the object (``PjitInfo.fun_sourceinfo``,
+    ``_jit_info`` on the object), and hands that same object to the debug information
+    of each jaxpr it traces; JAX's transformations of a jaxpr (JVP, partial evaluation,
+    transposition, batching) copy it into the jaxprs they make. Its identity, unlike its
+    text, tells this object's jaxprs from those of another `jax.jit` of the same
+    function. Run on jax 0.10.2 (the same in JAX's source of 0.11.1); missing: ``None``,
+    and a compile under an eager transform outside the object's own call is not counted.
+    """
+    info: Any = getattr(jitted, "_jit_info", None)
+    source: object = getattr(info, "fun_sourceinfo", None)
+    return source if type(source) is str else None
+
+
+def jaxpr_source(jaxpr: object) -> str | None:
+    """The source text object in a jaxpr's debug information (`jit_source`), or ``None``:
+    a closed jaxpr (jax 0.10.2) and a jaxpr (JAX's source from 0.11.1, where `jax.jit`'s
+    parameter is one) both have ``debug_info``."""
+    debug: Any = getattr(jaxpr, "debug_info", None)
+    source: object = getattr(debug, "func_src_info", None)
+    return source if type(source) is str else None
 
 
 def rejected_leaf_call(

@@ -36,7 +36,7 @@ import jax.monitoring
 
 from tinax._src import private
 from tinax._src.budget import compiles
-from tinax._src.diagnosis import elide, record, report
+from tinax._src.diagnosis import elide, record, report, reuse
 from tinax._src.diagnosis.errors import TraceBudgetError
 from tinax._src.observe import cache_loads, sites
 
@@ -147,7 +147,30 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
     if number is None:
         number = compiles.trace_number(ledger, found.jaxpr, consume=False)
     reused = [entry for entry in history if entry.number == number]
-    if compiled is not None and reused:  # compiled before, again for inputs placed otherwise
+    if not reused and not found.transformed:  # a jaxpr no compile has shown: by signature
+        reused = _reusing(owner, found, history, site)
+    alone = ""  # for a trace never compiled for a call: why (made inside a transform?)
+    if compiled is None and reused:
+        alone = compiles.would_compile(ledger, reused[0].number, None)
+    if found.transformed:  # a jaxpr an eager transform made from a trace (its JVP...)
+        if not reused and len(history) == 1:  # a backward pass: of the only trace there is
+            reused = list(history)
+        if not reused:
+            return report.scope_compile_error(
+                owner.function,
+                owner.max_traces,
+                used,
+                history,
+                history[-1].numbered(0, call_site=site),
+                compiles.transform_cause(None),
+                reusing=False,
+            )
+        reason = compiles.transform_cause(reused[0].number)
+        call = reused[0].numbered(0, call_site=site)
+    elif alone.startswith(report.COMPILES_AGAIN):  # compiled only inside a transform
+        reason = alone
+        call = reused[0].numbered(0, call_site=site)
+    elif compiled is not None and reused:  # compiled before, again for inputs placed otherwise
         placed = found.placed
         if placed is None:
             placed = compiles.placements(found.arg_names, found.flat_args)
@@ -168,6 +191,18 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
                 return None
             call = history[-1].numbered(0, call_site=site)
     return report.scope_compile_error(owner.function, owner.max_traces, used, history, call, reason)
+
+
+def _reusing(
+    owner: Any, found: compiles.Compiling, history: Sequence[TracedSignature], site: str | None
+) -> list[TracedSignature]:
+    """The trace a call compiles, found by its signature where its jaxpr was never seen
+    compiled (a trace staged into another, or made by lower), or the only trace."""
+    call = _recorded(owner, found.args, found.kwargs, site)
+    match = None if call is None else reuse.reused(history, call, owner._ledger.cleared)
+    if match is not None:
+        return [match]
+    return list(history) if len(history) == 1 else []
 
 
 def _recorded(

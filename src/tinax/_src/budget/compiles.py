@@ -20,6 +20,16 @@ trace just counted in this thread, `note_trace`), and a compile of a trace
 compiled before is a compile without a new trace; the inputs' placements,
 recorded at each compile, name its cause.
 
+An eager transform around the object (`jax.grad`, `jax.vmap`, `jax.jvp`,
+`jax.linearize`, `jax.checkpoint`, outside any `jax.jit`) reuses a trace of the
+function but compiles jaxprs JAX makes from it (its JVP, its known and linear parts,
+its transpose, its batched form), each named as the function (``jit(loss)``), in the
+object's call or later (a backward pass). Each is a compile of the object
+(`private.compiled_jaxpr` is not its trace's jaxpr, or `private.jaxpr_source` names
+the object's `jax.jit` object, `register`), counted, and kept apart from the
+compiles of the trace itself: no call of the trace has an executable from them, and
+``explain`` and `no_new_compiles` say so (`would_compile`, `transform_cause`).
+
 A load from JAX's persistent compilation cache ends with the same event; it is
 counted apart (``cache_loads``), as `observe.cache_loads` tells it: it made no
 XLA compile, but it still stands for an executable of the trace, so the inputs'
@@ -53,6 +63,8 @@ from tinax._src.observe.log import logger
 if TYPE_CHECKING:
     from tinax._src.ledger import Ledger
 
+_books_lock = threading.Lock()  # books made, and the table of sources: never a trace's lock
+
 _COMPILE_EVENT = private.COMPILE_EVENT
 UNPLACED = "unspecified"  # what jax.jit resolves an uncommitted input's sharding to
 
@@ -62,7 +74,7 @@ class Book:
     trace each jaxpr seen is of, and per trace compiled (or loaded), the placements of
     the inputs of each of its compiles."""
 
-    __slots__ = ("by_trace", "count", "jaxprs", "loads", "lock", "log")
+    __slots__ = ("by_trace", "count", "jaxprs", "loads", "lock", "log", "staged", "transformed")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -72,18 +84,58 @@ class Book:
         # trace number -> the placements ({path: (key, text)}) of each of its compiles
         self.by_trace: dict[int, list[dict[str, tuple[str, str]]]] = {}
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
+        self.transformed: set[int] = set()  # traces compiled inside an eager transform
+        self.staged: set[int] = set()  # traces made inside another trace (never compiled alone)
 
 
 _ATTRIBUTE = "_tinax_compiles"  # on the counted function: the ledger of its object
 
 
-def register(counted: Callable[..., Any], ledger: Ledger) -> None:
+_sources: dict[int, tuple[str, weakref.ref[Ledger] | None]] = {}
+"""By the identity of a `jax.jit` object's source text (`private.jit_source`), the ledger
+of the object that built it; ``None`` where two live objects share one text object. The
+text is held here, so that its identity is not reused while the entry lasts; the entry
+goes with the ledger."""
+_sources_lock = threading.RLock()  # re-entrant: a ledger may die (and be forgotten) inside
+
+
+def register(counted: Callable[..., Any], ledger: Ledger, jitted: object = None) -> None:
     """Marks ``counted`` as the counted function of the object of ``ledger``: its compiles
-    go in that object's book, made at its first compile (`book`)."""
+    go in that object's book, made at its first compile (`book`). ``jitted`` is the
+    `jax.jit` object of ``counted``: jaxprs that name its source text (`private.jit_source`)
+    are made from the object's traces, and their compiles, wherever JAX runs them, are
+    the object's."""
     setattr(counted, _ATTRIBUTE, ledger)  # a plain function attribute: cheap to set and read
+    source = private.jit_source(jitted)
+    if source is None:
+        return
+    key = id(source)
+
+    def forget(gone: weakref.ref[Ledger]) -> None:
+        with _sources_lock:
+            entry = _sources.get(key)
+            if entry is not None and entry[1] is gone:
+                del _sources[key]
+
+    with _sources_lock:
+        found = _sources.get(key)
+        known = None if found is None or found[1] is None else found[1]()
+        if found is not None and (found[1] is None or known is not None):
+            _sources[key] = (source, None)  # shared by two live objects: neither's alone
+        else:
+            _sources[key] = (source, weakref.ref(ledger, forget))
 
 
-_books_lock = threading.Lock()
+def _derived_owner(jaxpr: Any) -> Ledger | None:
+    """The ledger of the object whose `jax.jit` object traced the jaxpr from which JAX
+    made ``jaxpr`` (or ``jaxpr`` itself), or ``None``."""
+    source = private.jaxpr_source(jaxpr)
+    if source is None:
+        return None
+    found = _sources.get(id(source))
+    if found is None or found[0] is not source or found[1] is None:
+        return None
+    return found[1]()
 
 
 def book(ledger: Ledger) -> Book:
@@ -108,6 +160,7 @@ class Compiling(NamedTuple):
     kwargs: Mapping[str, Any]
     number: int | None = None  # the trace compiled, where known already
     placed: Mapping[str, tuple[str, str]] | None = None  # the inputs' placements, if known
+    transformed: bool = False  # a jaxpr an eager transform made from the trace (its JVP...)
 
 
 class _Local(threading.local):
@@ -140,6 +193,15 @@ def compiling(
         yield
     finally:
         _local.compiling = earlier
+
+
+def note_staged(ledger: Ledger, number: int) -> None:
+    """Trace ``number`` of the object of ``ledger`` was made inside another trace (an
+    outer `jax.jit`, `jax.checkpoint`, a `jax.lax.scan` body): nothing compiles it alone,
+    and a call of its signature compiles (`would_compile`)."""
+    kept = book(ledger)
+    with kept.lock:
+        kept.staged.add(number)
 
 
 def note_trace(ledger: Ledger, number: int) -> None:
@@ -179,13 +241,28 @@ def owner_of(frame: types.FrameType | None) -> Compiling | None:
     else ``precompile``'s; ``None`` for the compile of another function (one of ours
     staged into another `jax.jit` compiles with it, as the other's)."""
     found = private.jit_call(frame)
-    if found is not None:
-        ledger = getattr(found.function, _ATTRIBUTE, None)
-        if ledger is None:
-            return None
+    ledger = None if found is None else getattr(found.function, _ATTRIBUTE, None)
+    compiled = private.compiled_jaxpr(frame)
+    if found is not None and ledger is not None:
+        # in the object's call: its trace's jaxpr, else one a transform made from it
+        transformed = compiled is not None and compiled is not found.jaxpr
         return Compiling(
-            ledger, found.jaxpr, found.arg_names, found.flat_args, found.args, found.kwargs
+            ledger,
+            found.jaxpr,
+            found.arg_names,
+            found.flat_args,
+            found.args,
+            found.kwargs,
+            transformed=transformed,
         )
+    if compiled is not None:  # outside its call: a jaxpr made from one of its traces
+        derived = _derived_owner(compiled)
+        if derived is not None:
+            return Compiling(derived, None, (), (), (), {}, transformed=True)
+        if found is not None:
+            return None  # another function's compile
+    elif found is not None:
+        return None  # another jit's compile (one of ours staged into it compiles with it)
     return _local.compiling
 
 
@@ -258,6 +335,9 @@ def _count(frame: types.FrameType) -> None:
     found = owner_of(frame)
     if found is None:
         return  # another jit's compile (one of ours staged into it compiles with it)
+    if found.transformed:
+        _count_transformed(found)
+        return
     ledger, jaxpr = found.ledger, found.jaxpr
     owner = ledger.owner
     placed = found.placed
@@ -290,6 +370,49 @@ def _count(frame: types.FrameType) -> None:
         earlier.append(dict(placed))
         count = kept.loads if loaded else kept.count
     _report(None if owner is None else owner(), number, count, cause, loaded)
+
+
+def transformed_trace(found: Compiling) -> int | None:
+    """The number of the trace from which an eager transform made the jaxpr ``found``
+    compiles, where known: in the object's own call (the trace just counted there, or
+    the jaxpr of the call); else ``None`` (a backward pass, `jax.checkpoint`)."""
+    if found.jaxpr is None:
+        return None
+    number = trace_number(found.ledger, found.jaxpr)
+    if number is None:  # a trace seen nowhere before: the latest
+        number = found.ledger.used
+        kept = book(found.ledger)
+        with kept.lock:
+            if kept.jaxprs is None:
+                kept.jaxprs = weakref.WeakKeyDictionary()
+            kept.jaxprs[found.jaxpr] = number
+    return number
+
+
+def _count_transformed(found: Compiling) -> None:
+    """A compile of a jaxpr an eager transform made from a trace: the object's compile
+    (or load), and no executable of the trace itself."""
+    number = transformed_trace(found)
+    loaded = cache_loads.loaded()
+    kept = book(found.ledger)
+    with kept.lock:
+        if loaded:
+            kept.loads += 1
+        else:
+            kept.count += 1
+        if number is not None:
+            kept.transformed.add(number)
+
+
+def transform_cause(number: int | None) -> str:
+    """Why XLA compiles a jaxpr an eager transform made from trace ``number`` (``None``:
+    from one of the object's traces, not known which)."""
+    which = "one of its traces" if number is None else f"trace #{number}"
+    return (
+        f"XLA would compile what a transform (jax.grad, jax.vmap, jax.checkpoint...) made "
+        f"from {which}: a function of its own, without a new trace; once per transform "
+        "and signature."
+    )
 
 
 def _report(owner: Any, number: int, count: int, cause: str, loaded: bool = False) -> None:
@@ -334,6 +457,10 @@ def would_compile(ledger: Ledger, number: int, call: Mapping[str, tuple[str, str
     kept = book(ledger)
     with kept.lock:
         seen = list(kept.by_trace.get(number, ()))
+        transformed = number in kept.transformed
+        staged = number in kept.staged
+    if not seen and (transformed or staged):
+        return f"{report.COMPILES_AGAIN}: {never_compiled_alone(number, transformed)}."
     if call is None:
         return "XLA may compile it again: where abstract arguments will be placed is not known."
     if not seen:
@@ -344,9 +471,21 @@ def would_compile(ledger: Ledger, number: int, call: Mapping[str, tuple[str, str
     for placed in seen:
         if all(placed.get(path, key)[0] == key[0] for path, key in call.items()):
             return ""
+    return f"{report.COMPILES_AGAIN}: {_cause(seen[-1], call)}."
+
+
+def never_compiled_alone(number: int, transformed: bool) -> str:
+    """Why a call of trace ``number``, never compiled for a call, compiles: the trace was
+    compiled only inside an eager transform (``transformed``), or made inside another
+    trace."""
+    if transformed:
+        return (
+            f"trace #{number} was compiled only inside a transform (jax.grad, jax.vmap...), "
+            "as the function it made"
+        )
     return (
-        "XLA would compile again without tracing (compiles_used counts it, the budget "
-        f"does not): {_cause(seen[-1], call)}."
+        f"trace #{number} was made inside another trace (jax.checkpoint, an outer "
+        "jax.jit...) and never compiled alone"
     )
 
 

@@ -125,6 +125,8 @@ def counted(
         nested = private.staged_out()  # inlined into an outer trace: never compiled alone
         if not nested:  # its jaxpr, when JAX hands it over, is this trace's (compiles)
             compiles.note_trace(ledger, entry.number)
+        else:  # compiled, if at all, with the trace it is staged into
+            compiles.note_staged(ledger, entry.number)
         trace_reports.committed(
             ledger, reported, jax_name, max_traces, entry, history, nested, over
         )

@@ -140,6 +140,9 @@ def _refused_trace(
 
 
 SCOPE = "no_new_compiles"
+COMPILES_AGAIN = (  # how explain and no_new_compiles begin a compile without a new trace
+    "XLA would compile again without tracing (compiles_used counts it, the budget does not)"
+)
 _SCOPE_RULE = (  # str.format: before, still
     "no_new_compiles refuses every new trace and compile of a budgeted object: this call "
     "was refused before {before}, and calls that {still} still run."
@@ -175,12 +178,17 @@ def scope_compile_error(
     history: Sequence[TracedSignature],
     signature: TracedSignature,
     reason: str,
+    *,
+    reusing: bool = True,
 ) -> TraceBudgetError:
     """The error for a compile without a new trace refused inside ``no_new_compiles``:
-    the trace the call reuses, and why XLA would compile it (``reason``, a sentence)."""
+    the trace the call reuses (unless not known: ``reusing`` false), and why XLA would
+    compile it (``reason``, a sentence)."""
     name, location, where = _where(function)
     best, found = compare.closest(history, signature)
-    reused = f"reusing trace #{best.number}" if best is not None else "without a new trace"
+    reused = (
+        f"reusing trace #{best.number}" if best is not None and reusing else "without a new trace"
+    )
     lines = [
         fit(
             f"{where} would compile inside {SCOPE}, {reused}: max_traces={max_traces}, "
@@ -309,7 +317,10 @@ class Explanation:
                 )
             )
         if self.reuses is not None:
-            head = f"{where}: this call would reuse trace #{self.reuses.number}; {budget}."
+            reused = f"this call would reuse trace #{self.reuses.number}"
+            if self.compiles.startswith(COMPILES_AGAIN):  # no new trace, but a compile
+                reused = f"this call would reuse trace #{self.reuses.number} and compile it"
+            head = f"{where}: {reused}; {budget}."
             return head if not self.compiles else f"{head}\n{fit(self.compiles)}"
         if self.exceeds_budget:
             head = f"{where}: this call would exceed the trace budget: {budget}; it would be"

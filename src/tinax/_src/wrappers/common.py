@@ -299,13 +299,13 @@ def _compiled_call(
         hint = functools.partial(leaf_error, api, signature, statics)
         compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
+    compiles.register(compiled, ledger, jitted)  # and those of jaxprs made from its traces
     if propagate_updates:
         jitted = nnx_propagate.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
     if statics.nonarrays:
         unhashable = functools.partial(leaf_error, api, signature, statics)
         call = nonarrays.caller(call, unhashable, own["_donated"])
-    compiles.register(compiled, ledger)
     return jitted, call
 
 
