@@ -41,6 +41,11 @@ does not:
   ``core.valid_jaxtype``, chex's ``DISABLE_ASSERTIONS``: 0.9.2 to 0.12.0.1, no
   fallback.
 
+- ``pjit.jit_trace``, a `jax.jit` object's ``_fun`` and ``_jit_info``,
+  ``pjit._infer_params_cached``, ``pe.trace_to_jaxpr.evict_weakref``
+  (`fresh_trace`, `forget_trace`): read on 0.10.2; moved: warm start drops every
+  warm trace at its first call (the call traces as without warm start).
+
 Rules that changed between releases are read from the version (`JAX_VERSION`):
 `STATIC_HASH_DECIDES`.
 """
@@ -677,3 +682,56 @@ def _meta(pjit_: Any, arg: Any) -> Any:
         except Exception:
             pass
     return pjit_.convert_to_metaty(arg)
+
+
+# --- warm start's check of a warm trace (`warm/session`) -------------------------------------
+
+
+def fresh_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """JAX's stage (``Traced``) of the `jax.jit` object ``jitted`` for a call, traced now
+    whatever JAX's caches hold: its function is traced as a new object (a
+    `functools.partial` of it, keyed nowhere else, so each trace cache misses and its
+    entries die with it), with the object's own options (``_jit_info``). Read on
+    0.10.2 (``pjit.jit_trace``, ``_fun``, ``_jit_info``); raises where JAX moved them,
+    and the warm trace is then dropped (`warm/session`)."""
+    import functools
+
+    from jax._src import pjit
+
+    fresh = functools.partial(jitted._fun)
+    stand_in = types.SimpleNamespace(_fun=fresh, _jit_info=jitted._jit_info)
+    return pjit.jit_trace(stand_in, *args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+
+
+def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any) -> bool:
+    """Drops from JAX's trace caches the trace of ``jitted`` for a call with these
+    arguments, if it is the one whose closed jaxpr is ``jaxpr``: its entry in
+    ``pjit._infer_params_cached`` is emptied and ``pe.trace_to_jaxpr``'s entries for the
+    function are evicted, so that the next call traces again (its other signatures keep
+    their entries; the C++ dispatch cache holds only signatures already called).
+    Returns whether it was found; ``False`` where JAX moved them (read on 0.10.2)."""
+    try:
+        from jax._src import pjit, tree_util
+        from jax._src.lib import jax_jit
+
+        info: Any = jitted._jit_info
+        fun = jitted._fun
+        arg_signature, dynargs = jax_jit.parse_arguments(
+            args,
+            tuple(kwargs.values()),
+            tuple(kwargs.keys()),
+            info.static_argnums,
+            info.static_argnames,
+            tree_util.tracing_registry,
+        )
+        avals = tuple(_jax_core.shaped_abstractify(value) for value in dynargs)
+        mesh = pjit.get_ctx_mesh(info.use_resource_env)
+        entry: Any = pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)  # pyright: ignore[reportPrivateUsage]
+        _partial_eval.trace_to_jaxpr.evict_weakref(fun)  # pyright: ignore[reportFunctionMemberAccess]
+        found = entry.pjit_params
+        if found is None or found.params["jaxpr"] is not jaxpr:
+            return False
+        entry.pjit_params = None
+        return True
+    except Exception:
+        return False

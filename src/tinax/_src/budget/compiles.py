@@ -61,7 +61,7 @@ class Book:
     trace each jaxpr seen is of, and per trace compiled (or loaded), the placements of
     the inputs of each of its compiles."""
 
-    __slots__ = ("by_trace", "count", "jaxprs", "loads", "lock", "log")
+    __slots__ = ("by_trace", "count", "jaxprs", "loaded", "loads", "lock", "log")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -71,6 +71,7 @@ class Book:
         # trace number -> the placements ({path: (key, text)}) of each of its compiles
         self.by_trace: dict[int, list[dict[str, tuple[str, str]]]] = {}
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
+        self.loaded: dict[int, int] = {}  # trace number -> its loads among by_trace's
 
 
 _ATTRIBUTE = "_tinax_compiles"  # on the counted function: the ledger of its object
@@ -281,6 +282,8 @@ def _count(frame: types.FrameType) -> None:
             kept.count += 1
         if number is None:
             return
+        if loaded:
+            kept.loaded[number] = kept.loaded.get(number, 0) + 1
         earlier = kept.by_trace.setdefault(number, [])
         if not earlier:  # the first compile of this trace
             earlier.append(dict(placed))
@@ -304,6 +307,21 @@ def _report(owner: Any, number: int, count: int, cause: str, loaded: bool = Fals
         "this object, traces_used=%d): %s"
     )
     logger.info("%s: " + what, heading, number, count, owner.traces_used, cause)
+
+
+def forget(ledger: Ledger, number: int) -> None:
+    """Trace ``number`` of the object of ``ledger`` was dropped before any call ran it
+    (warm start's trace, made with state the program changed since): its compiles and
+    loads no longer count, and its jaxpr no longer names it."""
+    kept = book(ledger)
+    with kept.lock:
+        made = len(kept.by_trace.pop(number, ()))
+        loaded = kept.loaded.pop(number, 0)
+        kept.loads -= loaded
+        kept.count -= made - loaded
+        if kept.jaxprs is not None:
+            for jaxpr in [found for found, at in kept.jaxprs.items() if at == number]:
+                del kept.jaxprs[jaxpr]
 
 
 def count(ledger: Ledger) -> int:

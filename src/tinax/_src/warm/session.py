@@ -49,7 +49,7 @@ from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.multiprocess import trace_agreement
 from tinax._src.observe import registry, watchers
 from tinax._src.observe.log import logger
-from tinax._src.warm import manifest
+from tinax._src.warm import manifest, same
 
 if TYPE_CHECKING:
     from tinax._src.ledger import Ledger
@@ -68,35 +68,50 @@ class _Warming:
 
     While a warm compile runs, the object's call is `call`, which waits for them
     all (a call never traces what a warm compile is tracing). Each warm trace is
+    checked at the first call that would run from it (`_check`): the function is
+    traced again, now, outside JAX's caches and not counted, and the two are
+    compared (`same.same_stage`); where they differ (the program set what the
+    function reads after the warm trace), the warm trace is dropped (`_drop`) and
+    the call traces and compiles as without warm start. Each warm trace is
     provisional (``ledger.provisional``) until a call runs from it: a call that
     makes no trace is matched, as ``explain`` matches it, to the trace it ran from.
-    Once none is provisional, or after `_WATCHED_CALLS` calls, the original call (the `jax.jit`
-    object) is put back, so cached calls cost what they cost without warm start.
-    A provisional trace gives its place in the budget to a call's trace that would
-    exceed it (`budget.counting`): a stale manifest never refuses a call.
+    Once none is provisional, or after `_WATCHED_CALLS` calls, the original call (the
+    `jax.jit` object) is put back, so cached calls cost what they cost without warm
+    start; warm traces no call has checked by then are dropped. A provisional trace
+    gives its place in the budget to a call's trace that would exceed it
+    (`budget.counting`): a stale manifest never refuses a call.
     """
 
     __slots__ = (
         "__weakref__",
         "_calls",
+        "_checking",
         "_done",
         "_ledger",
         "_left",
         "_lock",
+        "_name",
         "_original",
         "_owner",
+        "_unchecked",
         "_used",
     )
 
-    def __init__(self, owner: Any, ledger: Ledger, count: int, used: Callable[[], None]) -> None:
+    def __init__(
+        self, owner: Any, ledger: Ledger, count: int, used: Callable[[], None], name: str
+    ) -> None:
         self._owner = weakref.ref(owner)
         self._used = used  # a call ran from a warm trace: the manifest has news
         self._ledger = ledger
+        self._name = name
         self._original: Callable[..., Any] = owner._call  # built now if not yet
         self._left = count
         self._calls = 0
         self._lock = threading.Lock()
+        self._checking = threading.Lock()  # one check at a time; calls wait for it
         self._done = threading.Event()
+        # warm traces no call has checked: number -> (its arguments, its JAX stage)
+        self._unchecked: dict[int, tuple[tuple[Any, ...], dict[str, Any], Any]] = {}
 
     def install(self) -> None:
         owner = self._owner()
@@ -105,11 +120,63 @@ class _Warming:
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         self._done.wait()
+        if self._unchecked:
+            self._check(args, kwargs)
         ledger = self._ledger
         before = ledger.used
         out = self._original(*args, **kwargs)
         self._confirm(args, kwargs, traced=ledger.used != before)
         return out
+
+    def _check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Before a call runs from a warm trace: the function traced again now, and
+        compared; a warm trace that differs is dropped. Where the call's signature
+        cannot be matched to a trace, every unchecked warm trace is dropped."""
+        with self._checking:
+            owner = self._owner()
+            if owner is None or not self._unchecked:
+                return
+            try:
+                number = owner._reused(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+            except Exception:  # not known which trace it runs from: none unchecked
+                for found in list(self._unchecked):
+                    self._drop(owner, found, None, "its first call's signature is not known")
+                return
+            if number is None or number not in self._unchecked:
+                return
+            warm = self._unchecked[number][2]
+            try:
+                fresh = owner._fresh_stage(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+                equal = same.same_stage(warm, fresh)
+            except Exception:  # the call raises it, or JAX moved: traced as it would be
+                equal = False
+            if equal:
+                del self._unchecked[number]
+                return
+            self._drop(owner, number, (args, kwargs), "what it reads changed")
+
+    def _drop(
+        self,
+        owner: Any,
+        number: int,
+        call: tuple[tuple[Any, ...], dict[str, Any]] | None,
+        why: str,
+    ) -> None:
+        """Warm trace ``number`` leaves JAX's caches, the budget, the history and the
+        compile count: the next call of its signature traces as without warm start."""
+        args, kwargs, stage = self._unchecked.pop(number)
+        if call is not None:
+            args, kwargs = call
+        owner._forget_trace(args, kwargs, stage.jaxpr, number)  # pyright: ignore[reportPrivateUsage]
+        logger.info(
+            "tinax warm start: %s: trace %d, made ahead as the object was built, is dropped "
+            "unused (%s since: the program set a global, an attribute or a static it "
+            "reads after the warm trace); its first call traces and compiles now, as "
+            "without warm start",
+            self._name,
+            number,
+            why,
+        )
 
     def _confirm(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, traced: bool) -> None:
         ledger = self._ledger
@@ -133,18 +200,27 @@ class _Warming:
 
     def _restore(self) -> None:
         owner = self._owner()
-        if owner is not None and owner.__dict__.get("_call") == self.call:
-            owner.__dict__["_call"] = self._original
+        if owner is None or owner.__dict__.get("_call") != self.call:
+            return
+        with self._checking:  # unchecked: never run unchecked, by a call of the jax.jit
+            for number in list(self._unchecked):
+                self._drop(owner, number, None, "no call checked it in its first calls")
+        owner.__dict__["_call"] = self._original
 
-    def finished_one(self, number: int | None) -> None:
-        """A warm compile ended: ``number`` is the trace it made, ``None`` if it failed."""
+    def finished_one(
+        self, number: int | None, made: tuple[tuple[Any, ...], dict[str, Any], Any] | None
+    ) -> None:
+        """A warm compile ended: ``number`` is the trace it made (``made``: its arguments
+        and JAX stage), ``None`` if it failed or made none."""
         ledger = self._ledger
+        if number is not None and made is not None:
+            with self._checking:
+                self._unchecked[number] = made
+            with ledger.lock:
+                ledger.provisional.add(number)
         with self._lock:
             self._left -= 1
             last = self._left == 0
-        if number is not None:
-            with ledger.lock:
-                ledger.provisional.add(number)
         if last:
             if not ledger.provisional:  # nothing to confirm: the jax.jit object at once
                 self._restore()
@@ -264,7 +340,7 @@ class WarmStart:
                 len(chosen),
             )
         mesh = private.ambient_concrete_mesh()  # the building thread's: workers have none
-        pending = _Warming(owner, ledger, len(chosen), self._writer.wake)
+        pending = _Warming(owner, ledger, len(chosen), self._writer.wake, name)
         pending.install()
         with self._lock:
             self._pending.append(weakref.ref(pending))
@@ -284,23 +360,28 @@ class WarmStart:
         pending: _Warming,
     ) -> None:
         number = None
+        kept = None
+        decoded = False
         try:
             owner = reference()
             if owner is None:
                 return
             signature = manifest.decode(recorded)
+            decoded = True
             self._local.warming = True
             use_mesh = mesh is not None and owner.mesh is None and not signature.abstract_mesh.empty
             with _ambient(mesh) if use_mesh else contextlib.nullcontext():
                 traced_before = owner._ledger.used  # pyright: ignore[reportPrivateUsage]
-                owner.precompile(signature)
+                args, kwargs, stage, _ = owner._precompiled((signature,), {})  # pyright: ignore[reportPrivateUsage]
                 made = reuse.reused(owner.traced_signatures, signature)
             if made is not None and made.number > traced_before:  # a trace of its own
-                number = made.number
+                number, kept = made.number, (args, kwargs, stage)
         except Exception as error:
-            logger.warning(
-                "tinax warm start: %s: recorded signature (%s) not compiled, left to its "
-                "first call: %s: %s",
+            # A trace that raises: the program may not have set what the function reads
+            # yet (a global still None); its first call traces it, as without warm start.
+            (logger.info if decoded else logger.warning)(
+                "tinax warm start: %s: recorded signature (%s) not compiled ahead, left to "
+                "its first call: %s: %s",
                 name,
                 recorded.text,
                 type(error).__name__,
@@ -308,7 +389,7 @@ class WarmStart:
             )
         finally:
             self._local.warming = False
-            pending.finished_one(number)
+            pending.finished_one(number, kept)
 
     def _check_environment(self) -> None:
         with self._lock:
