@@ -683,3 +683,52 @@ def _texts_of(path):
     except FileNotFoundError:
         return []
     return [s["text"] for place in content["objects"].values() for s in place["signatures"]]
+
+
+STATE = Path(__file__).with_name("warm_start_state_program.py")
+STATE_KINDS = ["global", "attribute", "class", "cell", "static", "none", "optimizer"]
+
+
+class TestStateSetAfterTheWarmTrace:
+    """The step is built at module level: its warm trace reads the state as the import
+    left it; main() then sets what it reads. Each call computes what it computes with
+    warm start off, and counts what that run counts."""
+
+    @pytest.mark.parametrize("kind", STATE_KINDS)
+    def test_a_restart_that_changes_what_the_step_reads_computes_as_a_cold_run(
+        self, tmp_path, kind
+    ):
+        path = tmp_path / "signatures.json"
+        run(path, "--kind", kind, "--value", "1.0", program=STATE)
+        assert path.exists()
+        warm, log = run(path, "--kind", kind, "--value", "0.5", program=STATE)
+        cold, _ = run(
+            path, "--kind", kind, "--value", "0.5", program=STATE, env={"TINAX_WARM_START": "0"}
+        )
+        assert warm["result"] == cold["result"]
+        counts = ("traces_used", "compiles_used", "cache_loads")
+        assert [warm[name] for name in counts] == [cold[name] for name in counts]
+        assert "WARNING" not in log
+        if kind != "none":  # a None global: the warm trace raised, nothing to drop
+            assert warm["compiles_before_call"] == 1  # compiled ahead, then dropped
+            assert "is dropped unused (what it reads changed since" in log
+
+    @pytest.mark.parametrize("kind", ["global", "static", "optimizer"])
+    def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
+        self, tmp_path, kind
+    ):
+        path = tmp_path / "signatures.json"
+        first, _ = run(path, "--kind", kind, "--value", "1.0", program=STATE)
+        second, log = run(path, "--kind", kind, "--value", "1.0", program=STATE)
+        assert second["result"] == first["result"]
+        assert second["compiles_before_call"] == 1  # compiled ahead
+        assert (second["traces_used"], second["compiles_used"]) == (1, 1)  # the call: none
+        assert "dropped" not in log
+
+    def test_a_global_that_main_loads_is_no_warning(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path, "--kind", "none", "--value", "2.0", program=STATE)
+        second, log = run(path, "--kind", "none", "--value", "2.0", program=STATE)
+        assert "WARNING" not in log
+        assert "with_table built at" in log and "not compiled ahead" in log
+        assert (second["traces_used"], second["compiles_used"]) == (1, 1)

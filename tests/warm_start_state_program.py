@@ -35,7 +35,7 @@ tinax.warm_start(sys.argv[1])
 SCALE = 1.0  # a module global
 CONFIG = types.SimpleNamespace(scale=1.0)  # an attribute of a module-level object
 TABLE = None  # loaded by main()
-OPTIMIZER = optax.sgd(1e-2)  # rebuilt by main() from the learning rate
+OPTIMIZER = optax.sgd(1.0)  # rebuilt by main() from the learning rate
 
 
 class Settings:
@@ -104,6 +104,8 @@ STEPS = {
     "none": bounded_jit(with_table, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
 }
+if session.active() is not None:  # the warm traces are made during the import, before main()
+    session.active().wait()
 
 
 def main():
@@ -121,9 +123,6 @@ def main():
     SCALER.scale = value
     TABLE = jnp.full((4, 3), value)
     OPTIMIZER = optax.sgd(value)
-    active = session.active()
-    if active is not None:
-        active.wait()  # the warm traces are done: the state changed after them
     step = STEPS[args.kind]
     before = step.compiles_used
     x = jnp.linspace(0.0, 1.0, 12).reshape(4, 3)
