@@ -65,7 +65,10 @@ import jax
 from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
 from jax._src import config as _jax_config
 from jax._src import core as _jax_core
+from jax._src import pjit as _pjit
+from jax._src import tree_util as _tree_util
 from jax._src.interpreters import partial_eval as _partial_eval
+from jax._src.lib import jax_jit as _jax_jit
 from jax.core import Tracer
 from jax.sharding import Mesh
 
@@ -687,20 +690,26 @@ def _meta(pjit_: Any, arg: Any) -> Any:
 # --- warm start's check of a warm trace (`warm/session`) -------------------------------------
 
 
+CHECK_SUFFIX = "__warm_start_check"  # the name JAX gives a fresh trace (`fresh_trace`)
+
+
 def fresh_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """JAX's stage (``Traced``) of the `jax.jit` object ``jitted`` for a call, traced now
-    whatever JAX's caches hold: its function is traced as a new object (a
-    `functools.partial` of it, keyed nowhere else, so each trace cache misses and its
-    entries die with it), with the object's own options (``_jit_info``). Read on
-    0.10.2 (``pjit.jit_trace``, ``_fun``, ``_jit_info``); raises where JAX moved them,
-    and the warm trace is then dropped (`warm/session`)."""
-    import functools
+    whatever JAX's caches hold: its function is traced as a new object (a function
+    that calls it, keyed nowhere else, so each trace cache misses and its entries die
+    with it), with the object's own options (``_jit_info``). JAX names it
+    ``<name>__warm_start_check`` (`CHECK_SUFFIX`) in its logs and events: a trace that
+    checks another, never lowered. Read on 0.10.2 (``pjit.jit_trace``, ``_fun``,
+    ``_jit_info``); raises where JAX moved them, and the warm trace is then dropped
+    (`warm/session`)."""
+    function = jitted._fun
 
-    from jax._src import pjit
+    def fresh(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
 
-    fresh = functools.partial(jitted._fun)
+    fresh.__name__ = fresh.__qualname__ = f"{jitted.__name__}{CHECK_SUFFIX}"
     stand_in = types.SimpleNamespace(_fun=fresh, _jit_info=jitted._jit_info)
-    return pjit.jit_trace(stand_in, *args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+    return _pjit.jit_trace(stand_in, *args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
 
 
 def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any) -> bool:
@@ -711,22 +720,19 @@ def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jax
     their entries; the C++ dispatch cache holds only signatures already called).
     Returns whether it was found; ``False`` where JAX moved them (read on 0.10.2)."""
     try:
-        from jax._src import pjit, tree_util
-        from jax._src.lib import jax_jit
-
         info: Any = jitted._jit_info
         fun = jitted._fun
-        arg_signature, dynargs = jax_jit.parse_arguments(
+        arg_signature, dynargs = _jax_jit.parse_arguments(
             args,
             tuple(kwargs.values()),
             tuple(kwargs.keys()),
             info.static_argnums,
             info.static_argnames,
-            tree_util.tracing_registry,
+            _tree_util.tracing_registry,
         )
         avals = tuple(_jax_core.shaped_abstractify(value) for value in dynargs)
-        mesh = pjit.get_ctx_mesh(info.use_resource_env)
-        entry: Any = pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)  # pyright: ignore[reportPrivateUsage]
+        mesh = _pjit.get_ctx_mesh(info.use_resource_env)
+        entry: Any = _pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)  # pyright: ignore[reportPrivateUsage]
         _partial_eval.trace_to_jaxpr.evict_weakref(fun)  # pyright: ignore[reportFunctionMemberAccess]
         found = entry.pjit_params
         if found is None or found.params["jaxpr"] is not jaxpr:
