@@ -720,6 +720,16 @@ class TestStateSetAfterTheWarmTrace:
             assert warm["compiles_before_call"] == 1  # compiled ahead, then dropped
             assert "is dropped unused (what it reads changed since" in log
 
+    def test_precompile_before_the_first_call_checks_the_warm_trace_as_a_call_does(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path, "--kind", "global", "--value", "1.0", program=STATE)
+        options = ("--kind", "global", "--value", "0.5", "--precompile")
+        warm, log = run(path, *options, program=STATE)
+        cold, _ = run(path, *options, program=STATE, env={"TINAX_WARM_START": "0"})
+        assert warm["result"] == cold["result"]
+        assert (warm["traces_used"], warm["compiles_used"]) == (1, 1)
+        assert "is dropped unused (what it reads changed since" in log
+
     @pytest.mark.parametrize("kind", ["global", "static", "optimizer"])
     def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
         self, tmp_path, kind

@@ -1,7 +1,7 @@
 """A program whose step reads state that ``main()`` sets after the warm trace: run by
 `tests/test_warm_start.py` in fresh processes, with warm start on and off.
 
-    python warm_start_state_program.py MANIFEST --kind KIND --value V
+    python warm_start_state_program.py MANIFEST --kind KIND --value V [--precompile]
 
 The step is built at module level, so with warm start on its warm trace is made while
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
@@ -114,6 +114,7 @@ def main():
     parser.add_argument("manifest")
     parser.add_argument("--kind", required=True)
     parser.add_argument("--value", type=float, default=1.0)
+    parser.add_argument("--precompile", action="store_true")  # compiled ahead, then called
     args = parser.parse_args()
     value = args.value
     SCALE = value
@@ -133,6 +134,8 @@ def main():
         opt_state = optax.sgd(value).init(eqx.filter(model, eqx.is_array))
         model, _, _ = step(model, opt_state, x)
         out = step(model, opt_state, x)[2]  # the loss after one update
+    elif args.precompile:
+        out = step.precompile(x)(x)
     else:
         out = step(x)
     result = b"".join(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(out))

@@ -61,6 +61,7 @@ _VARIABLE = "TINAX_WARM_START"
 _LedgerRef = weakref.ref["Ledger"]
 _WATCHED_CALLS = 16  # calls that may confirm warm traces before the call is the jax.jit's
 _WRITE_DELAY = 0.25  # seconds from a trace to its write: the traces of a burst, one write
+_thread = threading.local()  # ``warming``: this thread runs a warm compile
 
 
 class _Warming:
@@ -117,6 +118,16 @@ class _Warming:
         owner = self._owner()
         if owner is not None:
             owner.__dict__["_call"] = self.call
+            owner.__dict__["_warm_check"] = self.check
+
+    def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """``lower``, ``trace``, ``precompile`` and ``eval_shape`` check the warm trace
+        they would use as a call does (not in a warm compile's own thread)."""
+        if getattr(_thread, "warming", False):
+            return
+        self._done.wait()
+        if self._unchecked:
+            self._check(args, kwargs)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         self._done.wait()
@@ -206,6 +217,7 @@ class _Warming:
             for number in list(self._unchecked):
                 self._drop(owner, number, None, "no call checked it in its first calls")
         owner.__dict__["_call"] = self._original
+        owner.__dict__.pop("_warm_check", None)
 
     def finished_one(
         self, number: int | None, made: tuple[tuple[Any, ...], dict[str, Any], Any] | None
@@ -368,7 +380,7 @@ class WarmStart:
                 return
             signature = manifest.decode(recorded)
             decoded = True
-            self._local.warming = True
+            self._local.warming = _thread.warming = True
             use_mesh = mesh is not None and owner.mesh is None and not signature.abstract_mesh.empty
             with _ambient(mesh) if use_mesh else contextlib.nullcontext():
                 traced_before = owner._ledger.used  # pyright: ignore[reportPrivateUsage]
@@ -388,7 +400,7 @@ class WarmStart:
                 str(error).splitlines()[0] if str(error) else "",
             )
         finally:
-            self._local.warming = False
+            self._local.warming = _thread.warming = False
             pending.finished_one(number, kept)
 
     def _check_environment(self) -> None:

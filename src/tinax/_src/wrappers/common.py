@@ -692,6 +692,7 @@ class BudgetedMixin:
         stage, whose ``lower()`` and that stage's ``compile()`` count their compiles
         for this object (`compiles.own_stage`), with the number of the trace and the
         placements of the call's inputs."""
+        self._checked_warm(args, kwargs)
         stage = self._forward(self._jitted.trace, args, kwargs)
         known = self._signature.get()
         traced = nnx_propagate.jax_stage(stage)
@@ -728,6 +729,7 @@ class BudgetedMixin:
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
+        self._checked_warm(args, kwargs)
         out = self._forward(self._jitted.eval_shape, args, kwargs)
         return nonarrays.whole(out) if self._static.nonarrays else out
 
@@ -804,6 +806,14 @@ class BudgetedMixin:
                 return method(jitted, jax_args, jax_kwargs)
 
         return self._forward(run, args, kwargs)
+
+    def _checked_warm(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Before ``lower``, ``trace``, ``precompile`` or ``eval_shape`` use a trace:
+        warm start's check of a warm trace they would use, as a call's (set on the
+        object while warm traces wait for their first use; none otherwise)."""
+        check = self.__dict__.get("_warm_check")
+        if check is not None:
+            check(args, kwargs)
 
     def _fresh_stage(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """JAX's stage of a call traced now, outside JAX's caches and not counted (warm
