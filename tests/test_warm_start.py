@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 from flax import nnx
@@ -24,8 +25,10 @@ from hypothesis import strategies as st
 
 import tinax
 from strategies import wide_values
+from tinax._src import private
+from tinax._src.models import nonarrays
 from tinax._src.observe import watchers
-from tinax._src.warm import manifest, session, values
+from tinax._src.warm import manifest, same, session, values
 from tinax.jit import bounded_jit
 
 
@@ -749,3 +752,76 @@ class TestStateSetAfterTheWarmTrace:
         assert "WARNING" not in log
         assert "with_table built at" in log and "not compiled ahead" in log
         assert (second["traces_used"], second["compiles_used"]) == (1, 1)
+
+
+class TestSameStage:
+    """The check's comparison of two traces of one signature (`same.same_stage`)."""
+
+    @staticmethod
+    def _stage(function, *args, **options):
+        return private.fresh_trace(jax.jit(function, **options), args, {})
+
+    def test_two_traces_of_unchanged_code_and_state_are_the_same(self):
+        import equinox as eqx
+
+        mlp = eqx.nn.MLP(3, 2, 8, 2, activation=jax.nn.relu, key=jax.random.PRNGKey(0))
+        params, static = eqx.partition(mlp, eqx.is_array)
+
+        def step(params, x):
+            return jax.grad(lambda p: eqx.combine(p, static)(x).sum())(params)
+
+        # relu's custom_jvp: a lazy derivative rule, made anew by each trace
+        first, second = (self._stage(step, params, jnp.ones(3)) for _ in range(2))
+        assert same.same_stage(first, second)
+
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [(1.0, 0.5), (0.0, -0.0), (1.0, 1.0 + 2**-23)],  # literals, bit for bit
+    )
+    def test_a_literal_that_differs_in_any_bit_differs(self, first, second):
+        scale = [first]
+
+        def step(x):
+            return x * scale[0]
+
+        before = self._stage(step, jnp.ones(3, jnp.float32))
+        scale[0] = second
+        assert not same.same_stage(before, self._stage(step, jnp.ones(3, jnp.float32)))
+
+    def test_a_constant_array_that_differs_differs(self):
+        table = [np.zeros(64, np.float32)]
+
+        def step(x):
+            return x + table[0]
+
+        before = self._stage(step, jnp.ones(64))
+        table[0] = table[0].copy()
+        assert same.same_stage(before, self._stage(step, jnp.ones(64)))  # equal values
+        table[0][63] = 1.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(64)))
+
+    def test_a_non_array_output_that_differs_differs(self):
+        label = ["a"]
+
+        def step(x):
+            return x, label[0]
+
+        def split(x):
+            return nonarrays.parts(step(x))
+
+        before = self._stage(split, jnp.ones(2))
+        label[0] = "b"
+        assert not same.same_stage(before, self._stage(split, jnp.ones(2)))
+
+    def test_a_callback_closing_over_another_value_differs(self):
+        factor = [2.0]
+
+        def step(x):
+            value = factor[0]
+            shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
+            return jax.pure_callback(lambda v: np.asarray(v * value, np.float32), shape, x)
+
+        before = self._stage(step, jnp.ones(2, jnp.float32))
+        assert same.same_stage(before, self._stage(step, jnp.ones(2, jnp.float32)))
+        factor[0] = 3.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(2, jnp.float32)))

@@ -15,6 +15,7 @@ tracing again, never towards running a stale trace.
 
 from __future__ import annotations
 
+import dataclasses
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -160,6 +161,11 @@ def _same(a: Any, b: Any, depth: int) -> bool:
         return _same_function(a, b, depth)
     if isinstance(a, (str, bytes, int, bool, type(None))):
         return a == b
+    if dataclasses.is_dataclass(a):  # JAX's (a callback's wrapper): field by field
+        return all(
+            _same(getattr(a, field.name), getattr(b, field.name), depth + 1)
+            for field in dataclasses.fields(a)
+        )
     try:
         return bool(a == b)  # an object of its own: its equality, if it has one
     except Exception:

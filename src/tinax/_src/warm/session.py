@@ -16,8 +16,15 @@
   budget left. Until they are all done, the object's call is a small wrapper that
   waits for them (a call never traces what a warm compile is tracing); the last one
   to finish puts the `jax.jit` object back as the call, so a cached call costs what
-  it costs without warm start. A warm compile that fails is logged (``WARNING``)
-  and leaves the object as a first call would find it without warm start.
+  it costs without warm start. A warm trace that raises (the program has not set
+  what it reads yet) is logged at ``INFO``, a signature that no longer unpickles at
+  ``WARNING``; either leaves the object as a first call would find it cold.
+- **The check.** The warm trace read the program's state as the object was built
+  (for one built at module level, during the import). The first call that would run
+  from it traces the function again, in its own thread, outside JAX's caches and
+  not counted, and compares the two (`same.same_stage`); where they differ, the
+  warm trace is dropped (JAX's cache, the budget, the history, the compile counts)
+  and the call traces as without warm start (``INFO``).
 - **Misses, explained.** A trace at a recorded place that matches no recorded
   signature is logged at ``INFO`` with its differences from the closest one, in
   the words of a budget error; a change of JAX, jaxlib, backend, devices or XLA
@@ -659,7 +666,10 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
     and line where it was built, its rank among the objects built there) starts
     compiling its recorded signatures at once, in background threads, while the
     program goes on loading data: its first call finds the executable ready or
-    waits only for what remains. These traces count in the object's budget as
+    waits only for what remains. The first call that would run from a warm trace
+    traces the function again (not counted) and compares: a warm trace made before
+    the program set what the function reads is dropped, and the call traces as
+    without warm start. These traces count in the object's budget as
     `precompile`'s do: at most the budget is warm-compiled, the signatures most
     runs used first, then the most recent. A signature that the object's last 5
     runs did not use (runs that called the object) is dropped from the file.
