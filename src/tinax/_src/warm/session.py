@@ -158,7 +158,7 @@ class _Warming:
                 number = owner._reused(args, kwargs)  # pyright: ignore[reportPrivateUsage]
             except Exception:  # not known which trace it runs from: none unchecked
                 for found in list(self._unchecked):
-                    self._drop(owner, found, None, "its first call's signature is not known")
+                    self._drop(owner, found, None, "a call's signature could not be read")
                 return
             if number is None or number not in self._unchecked:
                 return
@@ -171,7 +171,14 @@ class _Warming:
             if equal:
                 del self._unchecked[number]
                 return
-            self._drop(owner, number, (args, kwargs), "what it reads changed")
+            self._drop(
+                owner,
+                number,
+                (args, kwargs),
+                "what the function reads changed between the warm trace and its first call "
+                "(the program set a global, an attribute or a static it reads after the "
+                "warm trace)",
+            )
 
     def _drop(
         self,
@@ -185,12 +192,13 @@ class _Warming:
         args, kwargs, stage = self._unchecked.pop(number)
         if call is not None:
             args, kwargs = call
+        given_back = number in self._ledger.given_back  # its place was given, and said
         owner._forget_trace(args, kwargs, stage.jaxpr, number)  # pyright: ignore[reportPrivateUsage]
-        logger.info(
+        logger.log(
+            logging.DEBUG if given_back else logging.INFO,
             "tinax warm start: %s: trace %d, made ahead as the object was built, is dropped "
-            "unused (%s since: the program set a global, an attribute or a static it "
-            "reads after the warm trace); its first call traces and compiles now, as "
-            "without warm start",
+            "unused: %s; a call of its signature traces and compiles then, as without "
+            "warm start",
             self._name,
             number,
             why,
@@ -222,7 +230,7 @@ class _Warming:
             return
         with self._checking:  # unchecked: never run unchecked, by a call of the jax.jit
             for number in list(self._unchecked):
-                self._drop(owner, number, None, "no call checked it in its first calls")
+                self._drop(owner, number, None, "no call ran from it in the object's first calls")
         owner.__dict__["_call"] = self._original
         owner.__dict__.pop("_warm_check", None)
 
