@@ -769,7 +769,7 @@ class BudgetedMixin:
             ValueError: A `TracedSignature` recorded under another ambient mesh than
                 the one ``precompile`` runs under, or one that was not recorded.
         """
-        return self._precompiled(args, kwargs)[2]
+        return self._precompiled(args, kwargs)[3]
 
     def _precompiled(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
