@@ -65,10 +65,10 @@ import jax
 from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
 from jax._src import config as _jax_config
 from jax._src import core as _jax_core
+from jax._src import lib as _jax_lib
 from jax._src import pjit as _pjit
 from jax._src import tree_util as _tree_util
 from jax._src.interpreters import partial_eval as _partial_eval
-from jax._src.lib import jax_jit as _jax_jit
 from jax.core import Tracer
 from jax.sharding import Mesh
 
@@ -720,20 +720,25 @@ def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jax
     their entries; the C++ dispatch cache holds only signatures already called).
     Returns whether it was found; ``False`` where JAX moved them (read on 0.10.2)."""
     try:
+        pjit: Any = _pjit
+        lib: Any = _jax_lib
+        core: Any = _jax_core
+        tree_util: Any = _tree_util
+        partial_eval: Any = _partial_eval
         info: Any = jitted._jit_info
         fun = jitted._fun
-        arg_signature, dynargs = _jax_jit.parse_arguments(
+        arg_signature, dynargs = lib.jax_jit.parse_arguments(
             args,
             tuple(kwargs.values()),
             tuple(kwargs.keys()),
             info.static_argnums,
             info.static_argnames,
-            _tree_util.tracing_registry,
+            tree_util.tracing_registry,
         )
-        avals = tuple(_jax_core.shaped_abstractify(value) for value in dynargs)
-        mesh = _pjit.get_ctx_mesh(info.use_resource_env)
-        entry: Any = _pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)  # pyright: ignore[reportPrivateUsage]
-        _partial_eval.trace_to_jaxpr.evict_weakref(fun)  # pyright: ignore[reportFunctionMemberAccess]
+        avals = tuple(core.shaped_abstractify(value) for value in dynargs)
+        mesh = pjit.get_ctx_mesh(info.use_resource_env)
+        entry: Any = pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)
+        partial_eval.trace_to_jaxpr.evict_weakref(fun)
         found = entry.pjit_params
         if found is None or found.params["jaxpr"] is not jaxpr:
             return False

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 import jax.extend.core as jex
@@ -149,9 +149,10 @@ def _same(a: Any, b: Any, depth: int) -> bool:
     if isinstance(a, (np.ndarray, np.generic, jax.Array, float, complex)):
         return _same_array(a, b)
     if isinstance(a, (tuple, list)):
-        return _same_values(a, b, depth + 1)  # of one type: a named tuple's fields
+        return _same_values(cast(Sequence[Any], a), b, depth + 1)  # a named tuple: its fields
     if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k], depth + 1) for k in a)  # pyright: ignore[reportUnknownVariableType]
+        mapping = cast(dict[Any, Any], a)
+        return list(mapping) == list(b) and all(_same(mapping[k], b[k], depth + 1) for k in mapping)
     if type(a).__name__ == "WrappedFun" and hasattr(a, "debug_info"):
         # A derivative rule's lazy trace (custom_jvp's jvp_jaxpr_fun): made anew by each
         # trace, run only when the jaxpr is differentiated, never by the executable; the

@@ -796,10 +796,11 @@ class BudgetedMixin:
         if isinstance(jitted, nnx_propagate.Propagating):
             propagating = jitted
 
+            def at_jax(inner: Any, *a: Any, **k: Any) -> R:
+                return method(inner, a, k)
+
             def run(*jax_args: Any, **jax_kwargs: Any) -> R:
-                return propagating.bound(
-                    lambda inner, *a, **k: method(inner, a, k), *jax_args, **jax_kwargs
-                )
+                return propagating.bound(at_jax, *jax_args, **jax_kwargs)
         else:
 
             def run(*jax_args: Any, **jax_kwargs: Any) -> R:
