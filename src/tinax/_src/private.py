@@ -712,37 +712,33 @@ def fresh_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     return _pjit.jit_trace(stand_in, *args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
 
 
-def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any) -> bool:
-    """Drops from JAX's trace caches the trace of ``jitted`` for a call with these
-    arguments, if it is the one whose closed jaxpr is ``jaxpr``: its entry in
-    ``pjit._infer_params_cached`` is emptied and ``pe.trace_to_jaxpr``'s entries for the
-    function are evicted, so that the next call traces again (its other signatures keep
-    their entries; the C++ dispatch cache holds only signatures already called).
-    Returns whether it was found; ``False`` where JAX moved them (read on 0.10.2)."""
-    try:
-        pjit: Any = _pjit
-        lib: Any = _jax_lib
-        core: Any = _jax_core
-        tree_util: Any = _tree_util
-        partial_eval: Any = _partial_eval
-        info: Any = jitted._jit_info
-        fun = jitted._fun
-        arg_signature, dynargs = lib.jax_jit.parse_arguments(
-            args,
-            tuple(kwargs.values()),
-            tuple(kwargs.keys()),
-            info.static_argnums,
-            info.static_argnames,
-            tree_util.tracing_registry,
-        )
-        avals = tuple(core.shaped_abstractify(value) for value in dynargs)
-        mesh = pjit.get_ctx_mesh(info.use_resource_env)
-        entry: Any = pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)
-        partial_eval.trace_to_jaxpr.evict_weakref(fun)
-        found = entry.pjit_params
-        if found is None or found.params["jaxpr"] is not jaxpr:
-            return False
+def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any) -> None:
+    """Drops from JAX's trace caches the trace of ``jitted`` whose closed jaxpr is
+    ``jaxpr``, for a call with these arguments (in this thread's mesh context): its
+    entry in ``pjit._infer_params_cached`` is emptied if it holds that trace, and
+    ``pe.trace_to_jaxpr``'s entries for the function are evicted, so that a call
+    with them traces again (its other signatures keep their entries; the C++ dispatch
+    cache holds only signatures already called). Read on 0.10.2; raises where JAX
+    moved them (the caller then empties the object's whole cache)."""
+    pjit: Any = _pjit
+    lib: Any = _jax_lib
+    core: Any = _jax_core
+    tree_util: Any = _tree_util
+    partial_eval: Any = _partial_eval
+    info: Any = jitted._jit_info
+    fun = jitted._fun
+    arg_signature, dynargs = lib.jax_jit.parse_arguments(
+        args,
+        tuple(kwargs.values()),
+        tuple(kwargs.keys()),
+        info.static_argnums,
+        info.static_argnames,
+        tree_util.tracing_registry,
+    )
+    avals = tuple(core.shaped_abstractify(value) for value in dynargs)
+    mesh = pjit.get_ctx_mesh(info.use_resource_env)
+    entry: Any = pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)
+    partial_eval.trace_to_jaxpr.evict_weakref(fun)
+    found = entry.pjit_params
+    if found is not None and found.params["jaxpr"] is jaxpr:
         entry.pjit_params = None
-        return True
-    except Exception:
-        return False

@@ -71,6 +71,10 @@ _WRITE_DELAY = 0.25  # seconds from a trace to its write: the traces of a burst,
 _thread = threading.local()  # ``warming``: this thread runs a warm compile
 
 
+# A warm trace: its arguments, its JAX stage, the mesh it was made under (or None)
+_Made = tuple[tuple[Any, ...], dict[str, Any], Any, Any]
+
+
 class _Warming:
     """The warm compiles of one object, and its call until they are confirmed.
 
@@ -119,7 +123,7 @@ class _Warming:
         self._checking = threading.Lock()  # one check at a time; calls wait for it
         self._done = threading.Event()
         # warm traces no call has checked: number -> (its arguments, its JAX stage)
-        self._unchecked: dict[int, tuple[tuple[Any, ...], dict[str, Any], Any]] = {}
+        self._unchecked: dict[int, _Made] = {}
 
     def install(self) -> None:
         owner = self._owner()
@@ -189,11 +193,12 @@ class _Warming:
     ) -> None:
         """Warm trace ``number`` leaves JAX's caches, the budget, the history and the
         compile count: the next call of its signature traces as without warm start."""
-        args, kwargs, stage = self._unchecked.pop(number)
-        if call is not None:
-            args, kwargs = call
+        args, kwargs, stage, mesh = self._unchecked.pop(number)
+        if call is not None:  # in the call's context, with its arguments: the call's key
+            args, kwargs, mesh = *call, None
         given_back = number in self._ledger.given_back  # its place was given, and said
-        owner._forget_trace(args, kwargs, stage.jaxpr, number)  # pyright: ignore[reportPrivateUsage]
+        with _ambient(mesh) if mesh is not None else contextlib.nullcontext():  # the warm key
+            owner._forget_trace(args, kwargs, stage.jaxpr, number)  # pyright: ignore[reportPrivateUsage]
         logger.log(
             logging.DEBUG if given_back else logging.INFO,
             "tinax warm start: %s: trace %d, made ahead as the object was built, is dropped "
@@ -234,9 +239,7 @@ class _Warming:
         owner.__dict__["_call"] = self._original
         owner.__dict__.pop("_warm_check", None)
 
-    def finished_one(
-        self, number: int | None, made: tuple[tuple[Any, ...], dict[str, Any], Any] | None
-    ) -> None:
+    def finished_one(self, number: int | None, made: _Made | None) -> None:
         """A warm compile ended: ``number`` is the trace it made (``made``: its arguments
         and JAX stage), ``None`` if it failed or made none."""
         ledger = self._ledger
@@ -402,7 +405,7 @@ class WarmStart:
                 args, kwargs, stage, _ = owner._precompiled((signature,), {})  # pyright: ignore[reportPrivateUsage]
                 made = reuse.reused(owner.traced_signatures, signature)
             if made is not None and made.number > traced_before:  # a trace of its own
-                number, kept = made.number, (args, kwargs, stage)
+                number, kept = made.number, (args, kwargs, stage, mesh if use_mesh else None)
         except Exception as error:
             # A trace that raises: the program may not have set what the function reads
             # yet (a global still None); its first call traces it, as without warm start.

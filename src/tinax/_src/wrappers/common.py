@@ -826,18 +826,16 @@ class BudgetedMixin:
         self, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any, number: int
     ) -> None:
         """Drops trace ``number``, which no call has run (warm start's, made with state
-        the program changed since): from JAX's caches (the entry of a call with these
-        arguments whose jaxpr is ``jaxpr``, `private.forget_trace`; the object's whole
-        cache where that fails), and from the budget, the history and the compile count,
-        so that the next call with them traces and counts as without it."""
+        the program changed since): from JAX's caches (`private.forget_trace`, for a
+        call with these arguments in this thread's mesh context; where JAX moved what it
+        reads, the object's whole cache), and from the budget, the history and the
+        compile count, so that the next call with them traces and counts as without it."""
+        ledger = self._ledger
         try:
-            found = self._jax_level(
+            self._jax_level(
                 lambda jitted, a, k: private.forget_trace(jitted, a, k, jaxpr), args, kwargs
             )
-        except Exception:
-            found = False
-        ledger = self._ledger
-        if not found:  # JAX moved, or another key: every trace of the object traces again
+        except Exception:  # JAX moved: every trace of the object traces again
             self._jitted.clear_cache()
             ledger.clear()
         with ledger.lock:
