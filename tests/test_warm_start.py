@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 import pytest
 from flax import nnx
@@ -24,9 +25,11 @@ from hypothesis import strategies as st
 
 import tinax
 from strategies import wide_values
+from tinax._src import private
 from tinax._src.core import validation
+from tinax._src.models import nonarrays
 from tinax._src.observe import watchers
-from tinax._src.warm import manifest, session, values
+from tinax._src.warm import manifest, same, session, values
 from tinax.jit import bounded_jit
 
 
@@ -103,8 +106,9 @@ class TestTwoRuns:
         second, log = run(path, "--wait")
         assert second["traces_before_call"] == 1  # compiled while the program went on
         assert second["compiles_before_call"] == 1
-        # the call ran from it: no second trace of the body, no second compile
-        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
+        # the call ran from it: no second counted trace, no second compile; the body ran
+        # twice: the warm trace, and its check at the first call (traced again, not counted)
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
         assert second["explain_lines"] == first["explain_lines"] == 0  # compiled: nothing to add
         assert second["result"] == first["result"]
         assert "holds 1 signature(s) of 1 object(s)" in log
@@ -113,7 +117,7 @@ class TestTwoRuns:
         path = recorded
         # the trace sleeps 2 s: the first call comes while the warm compile is tracing
         second, _ = run(path, "--slow", "2", "--calls", "3")
-        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 1)
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
 
     def test_a_call_of_another_signature_during_the_warm_compile_waits_and_is_not_refused(
         self, recorded
@@ -132,7 +136,10 @@ class TestTwoRuns:
         second, _ = run(path, "--wait", "--then-batch", "16")
         assert second["traces_before_call"] == 1
         assert second["last_call_refused"] is True
-        assert (second["runs"], second["traces_used"]) == (1, 1)
+        assert (second["runs"], second["traces_used"]) == (
+            2,
+            1,
+        )  # the warm trace, and its check at the first call (traced again, not counted)
 
     def test_the_manifest_is_a_json_file_a_person_can_read(self, recorded):
         path = recorded
@@ -198,7 +205,7 @@ class TestPreemption:
                 return
             second = _killed(path, signal_number, "--wait", log=log)
         assert second["traces_before_call"] == 1  # warm: compiled before its call
-        assert (second["runs"], second["traces_used"]) == (1, 1)  # the call ran from it
+        assert (second["runs"], second["traces_used"]) == (2, 1)  # the call ran from it
         # and the killed warm run's use of it was written too
         [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
         assert (place["runs"], place["signatures"][0]["runs"]) == (2, 2)
@@ -216,7 +223,7 @@ class TestUse:
         ]
         facts, _ = run(path, "--batch", "64", "--wait")  # max_traces=1: one compiled ahead
         assert facts["traces_before_call"] == 1
-        assert (facts["runs"], facts["traces_used"]) == (1, 1)  # the call ran from it
+        assert (facts["runs"], facts["traces_used"]) == (2, 1)  # the call ran from it
         [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
         assert place["runs"] == 4
         assert [(s["runs"], s["last"]) for s in place["signatures"]] == [(3, 4), (1, 3)]
@@ -282,7 +289,10 @@ class TestNothingWrongBecauseOfAManifest:
     def test_a_warm_compile_that_fails_leaves_the_object_as_a_cold_start_would(self, recorded):
         path = recorded
         code, log = run(path, "--wait", env={"WARM_TEST_FAIL": "1"}, expect_ok=False)
-        assert "not compiled, left to its first call: ValueError: step refuses" in log
+        # the function raises (as one reading state the program has not set yet): INFO
+        assert "INFO tinax warm start: " in log
+        assert "not compiled ahead, left to its first call: ValueError: step refuses" in log
+        assert "WARNING" not in log
         # the call raises what it raises cold: the body's own error, not a budget error
         assert code != 0
         assert "ValueError: step refuses to trace (WARM_TEST_FAIL=1)" in log
@@ -804,3 +814,136 @@ def _texts_of(path):
     except FileNotFoundError:
         return []
     return [s["text"] for place in content["objects"].values() for s in place["signatures"]]
+
+
+STATE = Path(__file__).with_name("warm_start_state_program.py")
+CHANGED = "is dropped unused: what the function reads changed between the warm trace and"
+STATE_KINDS = ["global", "attribute", "class", "cell", "static", "none", "optimizer"]
+
+
+class TestStateSetAfterTheWarmTrace:
+    """The step is built at module level: its warm trace reads the state as the import
+    left it; main() then sets what it reads. Each call computes what it computes with
+    warm start off, and counts what that run counts."""
+
+    @pytest.mark.parametrize("kind", STATE_KINDS)
+    def test_a_restart_that_changes_what_the_step_reads_computes_as_a_cold_run(
+        self, tmp_path, kind
+    ):
+        path = tmp_path / "signatures.json"
+        run(path, "--kind", kind, "--value", "1.0", program=STATE)
+        assert path.exists()
+        warm, log = run(path, "--kind", kind, "--value", "0.5", program=STATE)
+        cold, _ = run(
+            path, "--kind", kind, "--value", "0.5", program=STATE, env={"TINAX_WARM_START": "0"}
+        )
+        assert warm["result"] == cold["result"]
+        counts = ("traces_used", "compiles_used", "cache_loads")
+        assert [warm[name] for name in counts] == [cold[name] for name in counts]
+        assert "WARNING" not in log
+        if kind != "none":  # a None global: the warm trace raised, nothing to drop
+            assert warm["compiles_before_call"] == 1  # compiled ahead, then dropped
+            assert CHANGED in log
+
+    def test_precompile_before_the_first_call_checks_the_warm_trace_as_a_call_does(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path, "--kind", "global", "--value", "1.0", program=STATE)
+        options = ("--kind", "global", "--value", "0.5", "--precompile")
+        warm, log = run(path, *options, program=STATE)
+        cold, _ = run(path, *options, program=STATE, env={"TINAX_WARM_START": "0"})
+        assert warm["result"] == cold["result"]
+        assert (warm["traces_used"], warm["compiles_used"]) == (1, 1)
+        assert CHANGED in log
+
+    @pytest.mark.parametrize("kind", ["global", "static", "optimizer"])
+    def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
+        self, tmp_path, kind
+    ):
+        path = tmp_path / "signatures.json"
+        first, _ = run(path, "--kind", kind, "--value", "1.0", program=STATE)
+        second, log = run(path, "--kind", kind, "--value", "1.0", program=STATE)
+        assert second["result"] == first["result"]
+        assert second["compiles_before_call"] == 1  # compiled ahead
+        assert (second["traces_used"], second["compiles_used"]) == (1, 1)  # the call: none
+        assert "dropped" not in log
+
+    def test_a_global_that_main_loads_is_no_warning(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        run(path, "--kind", "none", "--value", "2.0", program=STATE)
+        second, log = run(path, "--kind", "none", "--value", "2.0", program=STATE)
+        assert "WARNING" not in log
+        assert "with_table built at" in log and "not compiled ahead" in log
+        assert (second["traces_used"], second["compiles_used"]) == (1, 1)
+
+
+class TestSameStage:
+    """The check's comparison of two traces of one signature (`same.same_stage`)."""
+
+    @staticmethod
+    def _stage(function, *args, **options):
+        return private.fresh_trace(jax.jit(function, **options), args, {})
+
+    def test_two_traces_of_unchanged_code_and_state_are_the_same(self):
+        import equinox as eqx
+
+        mlp = eqx.nn.MLP(3, 2, 8, 2, activation=jax.nn.relu, key=jax.random.PRNGKey(0))
+        params, static = eqx.partition(mlp, eqx.is_array)
+
+        def step(params, x):
+            return jax.grad(lambda p: eqx.combine(p, static)(x).sum())(params)
+
+        # relu's custom_jvp: a lazy derivative rule, made anew by each trace
+        first, second = (self._stage(step, params, jnp.ones(3)) for _ in range(2))
+        assert same.same_stage(first, second)
+
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [(1.0, 0.5), (0.0, -0.0), (1.0, 1.0 + 2**-23)],  # literals, bit for bit
+    )
+    def test_a_literal_that_differs_in_any_bit_differs(self, first, second):
+        scale = [first]
+
+        def step(x):
+            return x * scale[0]
+
+        before = self._stage(step, jnp.ones(3, jnp.float32))
+        scale[0] = second
+        assert not same.same_stage(before, self._stage(step, jnp.ones(3, jnp.float32)))
+
+    def test_a_constant_array_that_differs_differs(self):
+        table = [np.zeros(64, np.float32)]
+
+        def step(x):
+            return x + table[0]
+
+        before = self._stage(step, jnp.ones(64))
+        table[0] = table[0].copy()
+        assert same.same_stage(before, self._stage(step, jnp.ones(64)))  # equal values
+        table[0][63] = 1.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(64)))
+
+    def test_a_non_array_output_that_differs_differs(self):
+        label = ["a"]
+
+        def step(x):
+            return x, label[0]
+
+        def split(x):
+            return nonarrays.parts(step(x))
+
+        before = self._stage(split, jnp.ones(2))
+        label[0] = "b"
+        assert not same.same_stage(before, self._stage(split, jnp.ones(2)))
+
+    def test_a_callback_closing_over_another_value_differs(self):
+        factor = [2.0]
+
+        def step(x):
+            value = factor[0]
+            shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
+            return jax.pure_callback(lambda v: np.asarray(v * value, np.float32), shape, x)
+
+        before = self._stage(step, jnp.ones(2, jnp.float32))
+        assert same.same_stage(before, self._stage(step, jnp.ones(2, jnp.float32)))
+        factor[0] = 3.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(2, jnp.float32)))

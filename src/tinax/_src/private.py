@@ -46,6 +46,11 @@ does not:
   ``core.valid_jaxtype``, chex's ``DISABLE_ASSERTIONS``: 0.9.2 to 0.12.0.1, no
   fallback.
 
+- ``pjit.jit_trace``, a `jax.jit` object's ``_fun`` and ``_jit_info``,
+  ``pjit._infer_params_cached``, ``pe.trace_to_jaxpr.evict_weakref``
+  (`fresh_trace`, `forget_trace`): read on 0.10.2; moved: warm start drops every
+  warm trace at its first call (the call traces as without warm start).
+
 Rules that changed between releases are read from the version (`JAX_VERSION`):
 `STATIC_HASH_DECIDES`.
 """
@@ -65,6 +70,9 @@ import jax
 from chex._src import asserts_internal as _chex_internal  # pyright: ignore[reportMissingTypeStubs]
 from jax._src import config as _jax_config
 from jax._src import core as _jax_core
+from jax._src import lib as _jax_lib
+from jax._src import pjit as _pjit
+from jax._src import tree_util as _tree_util
 from jax._src.interpreters import partial_eval as _partial_eval
 from jax.core import Tracer
 from jax.sharding import Mesh
@@ -728,3 +736,60 @@ def _meta(pjit_: Any, arg: Any) -> Any:
         except Exception:
             pass
     return pjit_.convert_to_metaty(arg)
+
+
+# --- warm start's check of a warm trace (`warm/session`) -------------------------------------
+
+
+CHECK_SUFFIX = "__warm_start_check"  # the name JAX gives a fresh trace (`fresh_trace`)
+
+
+def fresh_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """JAX's stage (``Traced``) of the `jax.jit` object ``jitted`` for a call, traced now
+    whatever JAX's caches hold: its function is traced as a new object (a function
+    that calls it, keyed nowhere else, so each trace cache misses and its entries die
+    with it), with the object's own options (``_jit_info``). JAX names it
+    ``<name>__warm_start_check`` (`CHECK_SUFFIX`) in its logs and events: a trace that
+    checks another, never lowered. Read on 0.10.2 (``pjit.jit_trace``, ``_fun``,
+    ``_jit_info``); raises where JAX moved them, and the warm trace is then dropped
+    (`warm/session`)."""
+    function = jitted._fun
+
+    def fresh(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    fresh.__name__ = fresh.__qualname__ = f"{jitted.__name__}{CHECK_SUFFIX}"
+    stand_in = types.SimpleNamespace(_fun=fresh, _jit_info=jitted._jit_info)
+    return _pjit.jit_trace(stand_in, *args, **kwargs)  # pyright: ignore[reportUnknownMemberType]
+
+
+def forget_trace(jitted: Any, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any) -> None:
+    """Drops from JAX's trace caches the trace of ``jitted`` whose closed jaxpr is
+    ``jaxpr``, for a call with these arguments (in this thread's mesh context): its
+    entry in ``pjit._infer_params_cached`` is emptied if it holds that trace, and
+    ``pe.trace_to_jaxpr``'s entries for the function are evicted, so that a call
+    with them traces again (its other signatures keep their entries; the C++ dispatch
+    cache holds only signatures already called). Read on 0.10.2; raises where JAX
+    moved them (the caller then empties the object's whole cache)."""
+    pjit: Any = _pjit
+    lib: Any = _jax_lib
+    core: Any = _jax_core
+    tree_util: Any = _tree_util
+    partial_eval: Any = _partial_eval
+    info: Any = jitted._jit_info
+    fun = jitted._fun
+    arg_signature, dynargs = lib.jax_jit.parse_arguments(
+        args,
+        tuple(kwargs.values()),
+        tuple(kwargs.keys()),
+        info.static_argnums,
+        info.static_argnames,
+        tree_util.tracing_registry,
+    )
+    avals = tuple(core.shaped_abstractify(value) for value in dynargs)
+    mesh = pjit.get_ctx_mesh(info.use_resource_env)
+    entry: Any = pjit._infer_params_cached(fun, info, arg_signature, avals, mesh)
+    partial_eval.trace_to_jaxpr.evict_weakref(fun)
+    found = entry.pjit_params
+    if found is not None and found.params["jaxpr"] is jaxpr:
+        entry.pjit_params = None

@@ -74,7 +74,17 @@ class Book:
     trace each jaxpr seen is of, and per trace compiled (or loaded), the placements of
     the inputs of each of its compiles."""
 
-    __slots__ = ("by_trace", "count", "jaxprs", "loads", "lock", "log", "staged", "transformed")
+    __slots__ = (
+        "by_trace",
+        "count",
+        "jaxprs",
+        "loaded",
+        "loads",
+        "lock",
+        "log",
+        "staged",
+        "transformed",
+    )
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -86,6 +96,7 @@ class Book:
         self.log: list[str] = []  # causes of compiles without a new trace, oldest first
         self.transformed: set[int] = set()  # traces compiled inside an eager transform
         self.staged: set[int] = set()  # traces made inside another trace (never compiled alone)
+        self.loaded: dict[int, int] = {}  # trace number -> its loads among by_trace's
 
 
 _ATTRIBUTE = "_tinax_compiles"  # on the counted function: the ledger of its object
@@ -362,6 +373,8 @@ def _count(frame: types.FrameType) -> None:
             kept.count += 1
         if number is None:
             return
+        if loaded:
+            kept.loaded[number] = kept.loaded.get(number, 0) + 1
         earlier = kept.by_trace.setdefault(number, [])
         if not earlier:  # the first compile of this trace
             earlier.append(dict(placed))
@@ -428,6 +441,23 @@ def _report(owner: Any, number: int, count: int, cause: str, loaded: bool = Fals
         "this object, traces_used=%d): %s"
     )
     logger.info("%s: " + what, heading, number, count, owner.traces_used, cause)
+
+
+def forget(ledger: Ledger, number: int) -> None:
+    """Trace ``number`` of the object of ``ledger`` was dropped before any call ran it
+    (warm start's trace, made with state the program changed since): its compiles and
+    loads no longer count, and its jaxpr no longer names it."""
+    kept = book(ledger)
+    with kept.lock:
+        made = len(kept.by_trace.pop(number, ()))
+        loaded = kept.loaded.pop(number, 0)
+        kept.loads -= loaded
+        kept.count -= made - loaded
+        kept.transformed.discard(number)
+        kept.staged.discard(number)
+        if kept.jaxprs is not None:
+            for jaxpr in [found for found, at in kept.jaxprs.items() if at == number]:
+                del kept.jaxprs[jaxpr]
 
 
 def count(ledger: Ledger) -> int:

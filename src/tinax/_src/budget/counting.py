@@ -7,12 +7,14 @@ function below is reached.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
+import threading
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
@@ -28,6 +30,27 @@ from tinax._src.observe.policy import resolve
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class _Local(threading.local):
+    checking = False  # a trace that only checks another (`checking`): not counted
+
+
+_local = _Local()
+
+
+@contextlib.contextmanager
+def checking() -> Generator[None]:
+    """Traces in this thread, in the block, run the body and nothing else: not counted,
+    recorded, reported or refused (warm start's check of a warm trace: a second trace of
+    a signature already counted, whose jaxpr is compared with the first)."""
+    earlier = _local.checking
+    _local.checking = True
+    try:
+        yield
+    finally:
+        _local.checking = earlier
+
 
 # --- the count -----------------------------------------------------------------------------
 
@@ -56,8 +79,8 @@ def counted(
     """
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not private.tracing_to_jaxpr():  # eager: disable_jit, or debug_nans re-running
-            return function(*args, **kwargs)  # run eagerly: not a trace
+        if not private.tracing_to_jaxpr() or _local.checking:  # eager, or a check's trace
+            return function(*args, **kwargs)  # run eagerly (disable_jit), or uncounted
         # a call placed against in_shardings: JAX's error now, not after a counted trace
         raise_if_misplaced(sys._getframe(1), lowering_only=True)  # pyright: ignore[reportPrivateUsage]
         call = _record_or_placeholder(signature.get(), statics, args, kwargs)

@@ -16,8 +16,15 @@
   budget left. Until they are all done, the object's call is a small wrapper that
   waits for them (a call never traces what a warm compile is tracing); the last one
   to finish puts the `jax.jit` object back as the call, so a cached call costs what
-  it costs without warm start. A warm compile that fails is logged (``WARNING``)
-  and leaves the object as a first call would find it without warm start.
+  it costs without warm start. A warm trace that raises (the program has not set
+  what it reads yet) is logged at ``INFO``, a signature that no longer unpickles at
+  ``WARNING``; either leaves the object as a first call would find it cold.
+- **The check.** The warm trace read the program's state as the object was built
+  (for one built at module level, during the import). The first call that would run
+  from it traces the function again, in its own thread, outside JAX's caches and
+  not counted, and compares the two (`same.same_stage`); where they differ, the
+  warm trace is dropped (JAX's cache, the budget, the history, the compile counts)
+  and the call traces as without warm start (``INFO``).
 - **Misses, explained.** A trace at a recorded place that matches no recorded
   signature is logged at ``INFO`` with its differences from the closest one, in
   the words of a budget error; a change of JAX, jaxlib, backend, devices or XLA
@@ -49,7 +56,7 @@ from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.multiprocess import trace_agreement
 from tinax._src.observe import registry, watchers
 from tinax._src.observe.log import logger
-from tinax._src.warm import manifest
+from tinax._src.warm import manifest, same
 
 if TYPE_CHECKING:
     from tinax._src.ledger import Ledger
@@ -61,6 +68,11 @@ _VARIABLE = "TINAX_WARM_START"
 _LedgerRef = weakref.ref["Ledger"]
 _WATCHED_CALLS = 16  # calls that may confirm warm traces before the call is the jax.jit's
 _WRITE_DELAY = 0.25  # seconds from a trace to its write: the traces of a burst, one write
+_thread = threading.local()  # ``warming``: this thread runs a warm compile
+
+
+# A warm trace: its arguments, its JAX stage, the mesh it was made under (or None)
+_Made = tuple[tuple[Any, ...], dict[str, Any], Any, Any]
 
 
 class _Warming:
@@ -68,48 +80,134 @@ class _Warming:
 
     While a warm compile runs, the object's call is `call`, which waits for them
     all (a call never traces what a warm compile is tracing). Each warm trace is
+    checked at the first call that would run from it (`_check`): the function is
+    traced again, now, outside JAX's caches and not counted, and the two are
+    compared (`same.same_stage`); where they differ (the program set what the
+    function reads after the warm trace), the warm trace is dropped (`_drop`) and
+    the call traces and compiles as without warm start. Each warm trace is
     provisional (``ledger.provisional``) until a call runs from it: a call that
     makes no trace is matched, as ``explain`` matches it, to the trace it ran from.
-    Once none is provisional, or after `_WATCHED_CALLS` calls, the original call (the `jax.jit`
-    object) is put back, so cached calls cost what they cost without warm start.
-    A provisional trace gives its place in the budget to a call's trace that would
-    exceed it (`budget.counting`): a stale manifest never refuses a call.
+    Once none is provisional, or after `_WATCHED_CALLS` calls, the original call (the
+    `jax.jit` object) is put back, so cached calls cost what they cost without warm
+    start; warm traces no call has checked by then are dropped. A provisional trace
+    gives its place in the budget to a call's trace that would exceed it
+    (`budget.counting`): a stale manifest never refuses a call.
     """
 
     __slots__ = (
         "__weakref__",
         "_calls",
+        "_checking",
         "_done",
         "_ledger",
         "_left",
         "_lock",
+        "_name",
         "_original",
         "_owner",
+        "_unchecked",
         "_used",
     )
 
-    def __init__(self, owner: Any, ledger: Ledger, count: int, used: Callable[[], None]) -> None:
+    def __init__(
+        self, owner: Any, ledger: Ledger, count: int, used: Callable[[], None], name: str
+    ) -> None:
         self._owner = weakref.ref(owner)
         self._used = used  # a call ran from a warm trace: the manifest has news
         self._ledger = ledger
+        self._name = name
         self._original: Callable[..., Any] = owner._call  # built now if not yet
         self._left = count
         self._calls = 0
         self._lock = threading.Lock()
+        self._checking = threading.Lock()  # one check at a time; calls wait for it
         self._done = threading.Event()
+        # warm traces no call has checked: number -> (its arguments, its JAX stage)
+        self._unchecked: dict[int, _Made] = {}
 
     def install(self) -> None:
         owner = self._owner()
         if owner is not None:
             owner.__dict__["_call"] = self.call
+            owner.__dict__["_warm_check"] = self.check
+
+    def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """``lower``, ``trace``, ``precompile`` and ``eval_shape`` check the warm trace
+        they would use as a call does (not in a warm compile's own thread)."""
+        if getattr(_thread, "warming", False):
+            return
+        self._done.wait()
+        if self._unchecked:
+            self._check(args, kwargs)
 
     def call(self, *args: Any, **kwargs: Any) -> Any:
         self._done.wait()
+        if self._unchecked:
+            self._check(args, kwargs)
         ledger = self._ledger
         before = ledger.used
         out = self._original(*args, **kwargs)
         self._confirm(args, kwargs, traced=ledger.used != before)
         return out
+
+    def _check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Before a call runs from a warm trace: the function traced again now, and
+        compared; a warm trace that differs is dropped. Where the call's signature
+        cannot be matched to a trace, every unchecked warm trace is dropped."""
+        with self._checking:
+            owner = self._owner()
+            if owner is None or not self._unchecked:
+                return
+            try:
+                number = owner._reused(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+            except Exception:  # not known which trace it runs from: none unchecked
+                for found in list(self._unchecked):
+                    self._drop(owner, found, None, "a call's signature could not be read")
+                return
+            if number is None or number not in self._unchecked:
+                return
+            warm = self._unchecked[number][2]
+            try:
+                fresh = owner._fresh_stage(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+                equal = same.same_stage(warm, fresh)
+            except Exception:  # the call raises it, or JAX moved: traced as it would be
+                equal = False
+            if equal:
+                del self._unchecked[number]
+                return
+            self._drop(
+                owner,
+                number,
+                (args, kwargs),
+                "what the function reads changed between the warm trace and its first call "
+                "(the program set a global, an attribute or a static it reads after the "
+                "warm trace)",
+            )
+
+    def _drop(
+        self,
+        owner: Any,
+        number: int,
+        call: tuple[tuple[Any, ...], dict[str, Any]] | None,
+        why: str,
+    ) -> None:
+        """Warm trace ``number`` leaves JAX's caches, the budget, the history and the
+        compile count: the next call of its signature traces as without warm start."""
+        args, kwargs, stage, mesh = self._unchecked.pop(number)
+        if call is not None:  # in the call's context, with its arguments: the call's key
+            args, kwargs, mesh = *call, None
+        given_back = number in self._ledger.given_back  # its place was given, and said
+        with _ambient(mesh) if mesh is not None else contextlib.nullcontext():  # the warm key
+            owner._forget_trace(args, kwargs, stage.jaxpr, number)  # pyright: ignore[reportPrivateUsage]
+        logger.log(
+            logging.DEBUG if given_back else logging.INFO,
+            "tinax warm start: %s: trace %d, made ahead as the object was built, is dropped "
+            "unused: %s; a call of its signature traces and compiles then, as without "
+            "warm start",
+            self._name,
+            number,
+            why,
+        )
 
     def _confirm(self, args: tuple[Any, ...], kwargs: dict[str, Any], *, traced: bool) -> None:
         ledger = self._ledger
@@ -133,18 +231,26 @@ class _Warming:
 
     def _restore(self) -> None:
         owner = self._owner()
-        if owner is not None and owner.__dict__.get("_call") == self.call:
-            owner.__dict__["_call"] = self._original
+        if owner is None or owner.__dict__.get("_call") != self.call:
+            return
+        with self._checking:  # unchecked: never run unchecked, by a call of the jax.jit
+            for number in list(self._unchecked):
+                self._drop(owner, number, None, "no call ran from it in the object's first calls")
+        owner.__dict__["_call"] = self._original
+        owner.__dict__.pop("_warm_check", None)
 
-    def finished_one(self, number: int | None) -> None:
-        """A warm compile ended: ``number`` is the trace it made, ``None`` if it failed."""
+    def finished_one(self, number: int | None, made: _Made | None) -> None:
+        """A warm compile ended: ``number`` is the trace it made (``made``: its arguments
+        and JAX stage), ``None`` if it failed or made none."""
         ledger = self._ledger
+        if number is not None and made is not None:
+            with self._checking:
+                self._unchecked[number] = made
+            with ledger.lock:
+                ledger.provisional.add(number)
         with self._lock:
             self._left -= 1
             last = self._left == 0
-        if number is not None:
-            with ledger.lock:
-                ledger.provisional.add(number)
         if last:
             if not ledger.provisional:  # nothing to confirm: the jax.jit object at once
                 self._restore()
@@ -264,7 +370,7 @@ class WarmStart:
                 len(chosen),
             )
         mesh = private.ambient_concrete_mesh()  # the building thread's: workers have none
-        pending = _Warming(owner, ledger, len(chosen), self._writer.wake)
+        pending = _Warming(owner, ledger, len(chosen), self._writer.wake, name)
         pending.install()
         with self._lock:
             self._pending.append(weakref.ref(pending))
@@ -284,31 +390,36 @@ class WarmStart:
         pending: _Warming,
     ) -> None:
         number = None
+        kept = None
+        decoded = False
         try:
             owner = reference()
             if owner is None:
                 return
             signature = manifest.decode(recorded)
-            self._local.warming = True
+            decoded = True
+            self._local.warming = _thread.warming = True
             use_mesh = mesh is not None and owner.mesh is None and not signature.abstract_mesh.empty
             with _ambient(mesh) if use_mesh else contextlib.nullcontext():
                 traced_before = owner._ledger.used  # pyright: ignore[reportPrivateUsage]
-                owner.precompile(signature)
+                args, kwargs, stage, _ = owner._precompiled((signature,), {})  # pyright: ignore[reportPrivateUsage]
                 made = reuse.reused(owner.traced_signatures, signature)
             if made is not None and made.number > traced_before:  # a trace of its own
-                number = made.number
+                number, kept = made.number, (args, kwargs, stage, mesh if use_mesh else None)
         except Exception as error:
-            logger.warning(
-                "tinax warm start: %s: recorded signature (%s) not compiled, left to its "
-                "first call: %s: %s",
+            # A trace that raises: the program may not have set what the function reads
+            # yet (a global still None); its first call traces it, as without warm start.
+            (logger.info if decoded else logger.warning)(
+                "tinax warm start: %s: recorded signature (%s) not compiled ahead, left to "
+                "its first call: %s: %s",
                 name,
                 recorded.text,
                 type(error).__name__,
                 str(error).splitlines()[0] if str(error) else "",
             )
         finally:
-            self._local.warming = False
-            pending.finished_one(number)
+            self._local.warming = _thread.warming = False
+            pending.finished_one(number, kept)
 
     def _check_environment(self) -> None:
         with self._lock:
@@ -568,7 +679,10 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
     and line where it was built, its rank among the objects built there) starts
     compiling its recorded signatures at once, in background threads, while the
     program goes on loading data: its first call finds the executable ready or
-    waits only for what remains. These traces count in the object's budget as
+    waits only for what remains. The first call that would run from a warm trace
+    traces the function again (not counted) and compares: a warm trace made before
+    the program set what the function reads is dropped, and the call traces as
+    without warm start. These traces count in the object's budget as
     `precompile`'s do: at most the budget is warm-compiled, the signatures most
     runs used first, then the most recent. A signature that the object's last 5
     runs did not use (runs that called the object) is dropped from the file.

@@ -705,6 +705,7 @@ class BudgetedMixin:
         stage, whose ``lower()`` and that stage's ``compile()`` count their compiles
         for this object (`compiles.own_stage`), with the number of the trace and the
         placements of the call's inputs."""
+        self._checked_warm(args, kwargs)
         stage = self._forward(self._jitted.trace, args, kwargs)
         known = self._signature.get()
         traced = nnx_propagate.jax_stage(stage)
@@ -742,6 +743,7 @@ class BudgetedMixin:
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
+        self._checked_warm(args, kwargs)
         out = self._forward(self._jitted.eval_shape, args, kwargs)
         return nonarrays.whole(out) if self._static.nonarrays else out
 
@@ -781,11 +783,80 @@ class BudgetedMixin:
             ValueError: A `TracedSignature` recorded under another ambient mesh than
                 the one ``precompile`` runs under, or one that was not recorded.
         """
+        return self._precompiled(args, kwargs)[3]
+
+    def _precompiled(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
+        """`precompile`: the arguments it traced (abstract where given a signature), its
+        JAX stage (``Traced``) and the compiled function."""
         args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
+        stage = self._traced(args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        lowered = self._under_mesh(self._traced(args, kwargs).lower)
-        return self._under_mesh(lowered.compile)
+        lowered = self._under_mesh(stage.lower)
+        return args, kwargs, nnx_propagate.jax_stage(stage), self._under_mesh(lowered.compile)
+
+    def _jax_level(
+        self,
+        method: Callable[[Any, tuple[Any, ...], dict[str, Any]], R],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> R:
+        """``method(jitted, jax_args, jax_kwargs)``: the object's own `jax.jit` object and
+        a call's arguments as it gets them (split under ``static_nonarrays``, the nnx
+        objects replaced under ``propagate_updates``), under the mesh."""
+        jitted = self._jitted
+        if isinstance(jitted, nnx_propagate.Propagating):
+            propagating = jitted
+
+            def at_jax(inner: Any, *a: Any, **k: Any) -> R:
+                return method(inner, a, k)
+
+            def run(*jax_args: Any, **jax_kwargs: Any) -> R:
+                return propagating.bound(at_jax, *jax_args, **jax_kwargs)
+        else:
+
+            def run(*jax_args: Any, **jax_kwargs: Any) -> R:
+                return method(jitted, jax_args, jax_kwargs)
+
+        return self._forward(run, args, kwargs)
+
+    def _checked_warm(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Before ``lower``, ``trace``, ``precompile`` or ``eval_shape`` use a trace:
+        warm start's check of a warm trace they would use, as a call's (set on the
+        object while warm traces wait for their first use; none otherwise)."""
+        check = self.__dict__.get("_warm_check")
+        if check is not None:
+            check(args, kwargs)
+
+    def _fresh_stage(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """JAX's stage of a call traced now, outside JAX's caches and not counted (warm
+        start's check, `private.fresh_trace`, `counting.checking`)."""
+        with counting.checking():
+            return self._jax_level(private.fresh_trace, args, kwargs)
+
+    def _forget_trace(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any, number: int
+    ) -> None:
+        """Drops trace ``number``, which no call has run (warm start's, made with state
+        the program changed since): from JAX's caches (`private.forget_trace`, for a
+        call with these arguments in this thread's mesh context; where JAX moved what it
+        reads, the object's whole cache), and from the budget, the history and the
+        compile count, so that the next call with them traces and counts as without it."""
+        ledger = self._ledger
+        try:
+            self._jax_level(
+                lambda jitted, a, k: private.forget_trace(jitted, a, k, jaxpr), args, kwargs
+            )
+        except Exception:  # JAX moved: every trace of the object traces again
+            self._jitted.clear_cache()
+            ledger.clear()
+        with ledger.lock:
+            ledger.provisional.discard(number)
+            ledger.given_back.add(number)
+            ledger.history[:] = [entry for entry in ledger.history if entry.number != number]
+        compiles.forget(ledger, number)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.

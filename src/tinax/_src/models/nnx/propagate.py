@@ -412,6 +412,12 @@ class Propagating:
             out = _restore(out, entry, (args, kwargs))
         return out
 
+    def bound(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method(jitted, *args, **kwargs)`` with the call's nnx objects replaced as
+        the `jax.jit` object ``jitted`` (this object's) gets them."""
+        args, kwargs, _ = self._bind(args, kwargs)
+        return method(self._jitted, *args, **kwargs)
+
     def lower(self, *args: Any, **kwargs: Any) -> Staged:
         args, kwargs, _ = self._bind(args, kwargs)
         return Staged(self._jitted.lower(*args, **kwargs), self)

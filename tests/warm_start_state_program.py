@@ -1,0 +1,157 @@
+"""A program whose step reads state that ``main()`` sets after the warm trace: run by
+`tests/test_warm_start.py` in fresh processes, with warm start on and off.
+
+    python warm_start_state_program.py MANIFEST --kind KIND --value V [--precompile]
+
+The step is built at module level, so with warm start on its warm trace is made while
+the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
+global, an attribute of a module-level object, a class attribute, a closure cell, the
+content of a static argument, a global that is ``None`` until ``main()`` loads it, or
+an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the
+learning rate). Prints one JSON line: the result's bytes as hex, the step's counts,
+and its compiles before the call. Log records of the ``tinax`` logger go to stderr.
+"""
+
+import argparse
+import json
+import logging
+import sys
+import types
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import tinax
+from tinax._src.warm import session
+from tinax.jit import bounded_jit
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
+logging.getLogger("jax").setLevel(logging.WARNING)
+tinax.warm_start(sys.argv[1])
+
+SCALE = 1.0  # a module global
+CONFIG = types.SimpleNamespace(scale=1.0)  # an attribute of a module-level object
+TABLE = None  # loaded by main()
+OPTIMIZER = optax.sgd(1.0)  # rebuilt by main() from the learning rate
+
+
+class Settings:
+    scale = 1.0  # a class attribute
+
+
+class Scaler:
+    """A static argument, hashed by identity: main() changes what it holds."""
+
+    def __init__(self):
+        self.scale = 1.0
+
+
+SCALER = Scaler()  # module-level: recorded by its name
+
+
+def with_global(x):
+    return jnp.tanh(x * SCALE).sum()
+
+
+def with_attribute(x):
+    return jnp.tanh(x * CONFIG.scale).sum()
+
+
+def with_class(x):
+    return jnp.tanh(x * Settings.scale).sum()
+
+
+def closed(scale):
+    def with_cell(x):
+        return jnp.tanh(x * scale).sum()
+
+    def set_scale(value):
+        nonlocal scale
+        scale = value
+
+    return with_cell, set_scale
+
+
+with_cell, set_cell = closed(1.0)
+
+
+def with_static(x, scaler):
+    return jnp.tanh(x * scaler.scale).sum()
+
+
+def with_table(x):
+    return (x * TABLE).sum()
+
+
+def train(params, opt_state, x):
+    def loss_of(model):
+        return ((jax.vmap(model)(x) - 1.0) ** 2).mean()
+
+    loss, grads = eqx.filter_value_and_grad(loss_of)(params)
+    updates, opt_state = OPTIMIZER.update(grads, opt_state, params)
+    return eqx.apply_updates(params, updates), opt_state, loss
+
+
+STEPS = {
+    "global": bounded_jit(with_global, max_traces=1),
+    "attribute": bounded_jit(with_attribute, max_traces=1),
+    "class": bounded_jit(with_class, max_traces=1),
+    "cell": bounded_jit(with_cell, max_traces=1),
+    "static": bounded_jit(with_static, max_traces=1, static_argnames="scaler"),
+    "none": bounded_jit(with_table, max_traces=1),
+    "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
+}
+if session.active() is not None:  # the warm traces are made during the import, before main()
+    session.active().wait()
+
+
+def main():
+    global SCALE, TABLE, OPTIMIZER
+    parser = argparse.ArgumentParser()
+    parser.add_argument("manifest")
+    parser.add_argument("--kind", required=True)
+    parser.add_argument("--value", type=float, default=1.0)
+    parser.add_argument("--precompile", action="store_true")  # compiled ahead, then called
+    args = parser.parse_args()
+    value = args.value
+    SCALE = value
+    CONFIG.scale = value
+    Settings.scale = value
+    set_cell(value)
+    SCALER.scale = value
+    TABLE = jnp.full((4, 3), value)
+    OPTIMIZER = optax.sgd(value)
+    step = STEPS[args.kind]
+    before = step.compiles_used
+    x = jnp.linspace(0.0, 1.0, 12).reshape(4, 3)
+    if args.kind == "static":
+        out = step(x, scaler=SCALER)
+    elif args.kind == "optimizer":
+        model = eqx.nn.MLP(3, 1, 8, 1, key=jax.random.PRNGKey(0))
+        opt_state = optax.sgd(value).init(eqx.filter(model, eqx.is_array))
+        model, _, _ = step(model, opt_state, x)
+        out = step(model, opt_state, x)[2]  # the loss after one update
+    elif args.precompile:
+        out = step.precompile(x)(x)
+    else:
+        out = step(x)
+    result = b"".join(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(out))
+    print(
+        json.dumps(
+            {
+                "result": result.hex(),
+                "traces_used": step.traces_used,
+                "compiles_used": step.compiles_used,
+                "cache_loads": step.cache_loads,
+                "compiles_before_call": before,
+            }
+        ),
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
