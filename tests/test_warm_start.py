@@ -818,7 +818,17 @@ def _texts_of(path):
 
 STATE = Path(__file__).with_name("warm_start_state_program.py")
 CHANGED = "is dropped unused: what the function reads changed between the warm trace and"
-STATE_KINDS = ["global", "attribute", "class", "cell", "static", "none", "optimizer"]
+STATE_KINDS = [
+    "global",
+    "attribute",
+    "class",
+    "cell",
+    "static",
+    "none",
+    "nested",
+    "scan",
+    "optimizer",
+]
 
 
 class TestStateSetAfterTheWarmTrace:
@@ -855,7 +865,7 @@ class TestStateSetAfterTheWarmTrace:
         assert (warm["traces_used"], warm["compiles_used"]) == (1, 1)
         assert CHANGED in log
 
-    @pytest.mark.parametrize("kind", ["global", "static", "optimizer"])
+    @pytest.mark.parametrize("kind", ["global", "static", "nested", "scan", "optimizer"])
     def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
         self, tmp_path, kind
     ):

@@ -6,8 +6,8 @@
 The step is built at module level, so with warm start on its warm trace is made while
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
 global, an attribute of a module-level object, a class attribute, a closure cell, the
-content of a static argument, a global that is ``None`` until ``main()`` loads it, or
-an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the
+content of a static argument, a global that is ``None`` until ``main()`` loads it, a
+global read by a nested ``jax.jit`` or by a ``lax.scan`` body, or an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the
 learning rate). Prints one JSON line: the result's bytes as hex, the step's counts,
 and its compiles before the call. Log records of the ``tinax`` logger go to stderr.
 """
@@ -86,6 +86,23 @@ def with_table(x):
     return (x * TABLE).sum()
 
 
+@jax.jit
+def scaled(x):  # a jax.jit of its own, nested in the step: JAX caches its trace apart
+    return jnp.tanh(x * SCALE)
+
+
+def with_nested(x):
+    return scaled(x).sum()
+
+
+def scan_body(carry, row):  # a lax.scan body: JAX caches its trace by the function
+    return carry + jnp.tanh(row * SCALE).sum(), None
+
+
+def with_scan(x):
+    return jax.lax.scan(scan_body, jnp.zeros(()), x)[0]
+
+
 def train(params, opt_state, x):
     def loss_of(model):
         return ((jax.vmap(model)(x) - 1.0) ** 2).mean()
@@ -102,6 +119,8 @@ STEPS = {
     "cell": bounded_jit(with_cell, max_traces=1),
     "static": bounded_jit(with_static, max_traces=1, static_argnames="scaler"),
     "none": bounded_jit(with_table, max_traces=1),
+    "nested": bounded_jit(with_nested, max_traces=1),
+    "scan": bounded_jit(with_scan, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
 }
 if session.active() is not None:  # the warm traces are made during the import, before main()

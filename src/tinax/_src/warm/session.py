@@ -167,6 +167,7 @@ class _Warming:
             if number is None or number not in self._unchecked:
                 return
             warm = self._unchecked[number][2]
+            fresh: Any = None
             try:
                 fresh = owner._fresh_stage(args, kwargs)  # pyright: ignore[reportPrivateUsage]
                 equal = same.same_stage(warm, fresh)
@@ -175,6 +176,8 @@ class _Warming:
             if equal:
                 del self._unchecked[number]
                 return
+            if fresh is not None:  # what the step calls through JAX's caches traces anew too
+                private.forget_nested(fresh)
             self._drop(
                 owner,
                 number,
