@@ -102,12 +102,17 @@ def _changed_files():
 
 def pytest_collection_finish(session):
     """Collection imports every module of tests/ (--doctest-modules): none may set a JAX
-    persistent cache for the session, or every later compile becomes a load."""
+    persistent cache for the session, or every later compile becomes a load, nor start
+    warm start, which would write a manifest into the checkout."""
     folder = jax.config.jax_compilation_cache_dir
     if folder is not None:
         raise pytest.UsageError(
             f"a module imported at collection set jax_compilation_cache_dir={folder!r}"
         )
+    from tinax._src.warm import session as warm
+
+    if warm.active() is not None:  # it would write its manifest where pytest was started
+        raise pytest.UsageError("a module imported at collection started tinax.warm_start")
 
 
 def pytest_sessionstart(session):

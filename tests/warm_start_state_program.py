@@ -30,7 +30,8 @@ from tinax.jit import bounded_jit
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 logging.getLogger("jax").setLevel(logging.WARNING)
-tinax.warm_start(sys.argv[1])
+if __name__ == "__main__":  # not when collection imports it (--doctest-modules)
+    tinax.warm_start(sys.argv[1])
 
 SCALE = 1.0  # a module global
 CONFIG = types.SimpleNamespace(scale=1.0)  # an attribute of a module-level object
