@@ -7,9 +7,10 @@ The step is built at module level, so with warm start on its warm trace is made 
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
 global, an attribute of a module-level object, a class attribute, a closure cell, the
 content of a static argument, a global that is ``None`` until ``main()`` loads it, a
-global read by a nested ``jax.jit`` or by a ``lax.scan`` body, or an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the
-learning rate). Prints one JSON line: the result's bytes as hex, the step's counts,
-and its compiles before the call. Log records of the ``tinax`` logger go to stderr.
+global read by a nested ``jax.jit`` or by a ``lax.scan`` body, or an equinox step
+whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the learning rate).
+Prints one JSON line: the result's bytes as hex, the step's counts, and its compiles
+before the call. Log records of the ``tinax`` logger go to stderr.
 """
 
 import argparse
