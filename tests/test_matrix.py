@@ -501,9 +501,11 @@ def test_every_sequence_of_steps_keeps_the_counts_true(name, steps):
                 TRANSFORMS[step](*_scalar(mode, obj, call))
             else:
                 getattr(obj, step)(*args, **kwargs)
-        if step in TRANSFORM_STEPS:  # JAX records no trace event for a trace made under one
+        if step in TRANSFORM_STEPS:  # JAX (0.10 and later) records no trace event for a
+            # trace made under one; 0.9.2 does: either way, one trace of a size not traced
             assert (jax_count.compiles > 0) == ((step, size) not in transformed), step
-            total.traces += size not in traced
+            assert jax_count.traces in (0, size not in traced), step
+            total.traces += (size not in traced) - jax_count.traces  # counted once, below
             traced.add(size)
             transformed.add((step, size))
         elif step != "explain" and not refused:
