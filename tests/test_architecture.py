@@ -73,13 +73,12 @@ LAYERS = (
     "core",
     "diagnosis",
     "models",
-    "ledger",
-    "multiprocess",
+    "objects",
+    "parallel",
     "observe",
     "budget",
-    "wrappers",
+    "jit",
     "warm",
-    "shard_mapped",
     "testing",
 )
 
@@ -109,7 +108,7 @@ def test_no_folder_imports_another_in_a_circle():
     """Typing-only imports count: a reader must be able to say which folder stands on
     which."""
     units = unit_graph(import_graph())
-    assert {"core", "diagnosis", "wrappers", "budget"} <= set(units)
+    assert {"core", "diagnosis", "jit", "budget"} <= set(units)
     cycle = find_cycle({unit: set(edges) for unit, edges in units.items()})
     assert cycle is None, " -> ".join(cycle or [])
 
@@ -157,16 +156,14 @@ def test_every_room_of_models_nnx_stands_above_the_rooms_it_imports():
 
 def test_a_folder_circle_is_found(tmp_path):
     graph = {
-        "tinax._src.core.validation": {"tinax._src.wrappers.common"},
-        "tinax._src.wrappers.common": {"tinax._src.core.validation"},
+        "tinax._src.core.validation": {"tinax._src.jit.common"},
+        "tinax._src.jit.common": {"tinax._src.core.validation"},
     }
     units = unit_graph(graph)
-    assert units["core"] == {
-        "wrappers": ["tinax._src.core.validation -> tinax._src.wrappers.common"]
-    }
+    assert units["core"] == {"jit": ["tinax._src.core.validation -> tinax._src.jit.common"]}
     assert find_cycle({unit: set(edges) for unit, edges in units.items()}) == [
         "core",
-        "wrappers",
+        "jit",
         "core",
     ]
 

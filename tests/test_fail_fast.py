@@ -29,7 +29,7 @@ from test_examples import run_example, text_blocks, untimed
 from test_multiprocess import free_port, worker_env
 from tinax._src import private
 from tinax._src.diagnosis import compare, reuse
-from tinax._src.multiprocess import job_failure, trace_agreement
+from tinax._src.parallel import job_failure, trace_agreement
 from tinax.jit import bounded_jit
 from tinax.parallel import fail_fast
 

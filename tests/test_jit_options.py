@@ -21,7 +21,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tinax._src.core.statics import Statics
-from tinax._src.wrappers import common, jit_options
+from tinax._src.jit import common, jax_options
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
 
@@ -625,13 +625,13 @@ class TestCheckedOncePerFunction:
     @staticmethod
     def _counting(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         calls: list[object] = []
-        checks = jit_options._by_signature
+        checks = jax_options._by_signature
 
         def counted(api, known, key):
             calls.append(key)
             return checks(api, known, key)
 
-        monkeypatch.setattr(jit_options, "_by_signature", counted)
+        monkeypatch.setattr(jax_options, "_by_signature", counted)
         return calls
 
     def test_the_same_options_are_checked_once(self, monkeypatch):

@@ -7,13 +7,13 @@ from tinax._src.diagnosis.record import Leaf as Leaf
 from tinax._src.diagnosis.record import TracedSignature as TracedSignature
 from tinax._src.diagnosis.report import Explanation as Explanation
 from tinax._src.diagnosis.report import TraceHistory as TraceHistory
+from tinax._src.jit.batched import BatchedJit as BatchedJit
+from tinax._src.jit.batched import batched_jit as batched_jit
+from tinax._src.jit.bounded import BoundedJit as BoundedJit
+from tinax._src.jit.bounded import bounded_jit as bounded_jit
 from tinax._src.observe.policy import exceed_policy as exceed_policy
 from tinax._src.observe.registry import Budgets as Budgets
 from tinax._src.observe.registry import budgets as budgets
-from tinax._src.wrappers.batched import BatchedJit as BatchedJit
-from tinax._src.wrappers.batched import batched_jit as batched_jit
-from tinax._src.wrappers.bounded import BoundedJit as BoundedJit
-from tinax._src.wrappers.bounded import bounded_jit as bounded_jit
 
 __all__ = [
     "BatchedJit",

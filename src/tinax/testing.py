@@ -4,9 +4,9 @@ signature, an assertion that nothing traces again, and a scope in which nothing 
 Needs hypothesis, an optional dependency: ``pip install 'tinax[testing]'``.
 """
 
-from tinax._src.testing import arguments as arguments
-from tinax._src.testing import no_new_compiles as no_new_compiles
-from tinax._src.testing import no_new_traces as no_new_traces
+from tinax._src.testing.scopes import no_new_compiles as no_new_compiles
+from tinax._src.testing.scopes import no_new_traces as no_new_traces
+from tinax._src.testing.strategies import arguments as arguments
 
 __all__ = ["arguments", "no_new_compiles", "no_new_traces"]
 

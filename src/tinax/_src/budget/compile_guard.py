@@ -42,7 +42,7 @@ from tinax._src.observe import cache_loads, sites
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -61,7 +61,7 @@ from tinax._src.observe import cache_loads
 from tinax._src.observe.log import logger
 
 if TYPE_CHECKING:
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 _books_lock = threading.Lock()  # books made, and the table of sources: never a trace's lock
 

@@ -23,10 +23,10 @@ from tinax._src.budget.rejections import check_in_trace, raise_if_misplaced
 from tinax._src.core.statics import Statics
 from tinax._src.core.validation import LazySignature
 from tinax._src.diagnosis.record import TracedSignature, record, unrecorded
-from tinax._src.ledger import Ledger
-from tinax._src.multiprocess import job_failure, trace_agreement
+from tinax._src.objects.ledger import Ledger
 from tinax._src.observe import rebuilt, sites, trace_reports
 from tinax._src.observe.policy import resolve
+from tinax._src.parallel import job_failure, trace_agreement
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -1,7 +1,7 @@
 """The vocabulary every layer speaks about `jax.jit`'s options: which arguments are
 static (`Statics`), "not given" for shardings (`UNSPECIFIED`) and for argnames
 (`NO_NAMES`), and the bool check the options share. The options themselves are
-parsed above, in `wrappers/jit_options`."""
+parsed above, in `jit/jax_options`."""
 
 from __future__ import annotations
 

@@ -276,7 +276,7 @@ class LazySignature:
 
     def derived(self) -> dict[Any, Any] | None:
         """A dictionary kept with the remembered signature, for what follows from the
-        signature alone (`jit_options.parse`'s checks of argnums and argnames, by
+        signature alone (`jax_options.parse`'s checks of argnums and argnames, by
         option values); ``None`` where the signature is not remembered."""
         self.get()
         return self._derived

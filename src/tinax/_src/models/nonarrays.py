@@ -366,7 +366,7 @@ def check(api: str, value: object, parsed: Any, in_shardings: object) -> bool:
     ``in_shardings`` tree would not apply (``eqx.filter_jit`` refuses them too).
     ``donate_argnums``/``donate_argnames`` are taken: the array leaves of the donated
     arguments reach `jax.jit` as a donated list of their own (`split_donated`).
-    ``parsed`` is `jit_options.parse`'s result."""
+    ``parsed`` is `jax_options.parse`'s result."""
     from tinax._src.core.statics import UNSPECIFIED, check_bool
 
     flag = check_bool(api, "static_nonarrays", value)

@@ -16,7 +16,7 @@ from tinax._src.observe import cache_loads
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"

@@ -22,7 +22,7 @@ from tinax._src.observe.sites import CACHE_LIMIT, construction_site, shown, warn
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 
 REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinax._src.diagnosis import compare
-from tinax._src.multiprocess import trace_agreement
 from tinax._src.observe import rebuilt, registry_table, sites, watchers
+from tinax._src.parallel import trace_agreement
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 
 _registry_lock = threading.RLock()

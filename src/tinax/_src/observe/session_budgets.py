@@ -24,7 +24,7 @@ import attrs
 
 from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
-from tinax._src.ledger import Ledger
+from tinax._src.objects.ledger import Ledger
 from tinax._src.observe import sites, watchers
 
 if TYPE_CHECKING:

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from tinax._src.diagnosis import compare, elide, report
 from tinax._src.diagnosis.errors import TraceBudgetError, TraceBudgetWarning
-from tinax._src.multiprocess import job_failure
 from tinax._src.observe import compile_times, watchers
 from tinax._src.observe.log import logger
 from tinax._src.observe.policy import Policy
 from tinax._src.observe.sites import warn
+from tinax._src.parallel import job_failure
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 
 def refused(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 
 class WarmHook(Protocol):

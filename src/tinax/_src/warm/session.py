@@ -53,13 +53,13 @@ from tinax._src import private
 from tinax._src.core import validation
 from tinax._src.diagnosis import compare, record, report, reuse
 from tinax._src.diagnosis.record import TracedSignature
-from tinax._src.multiprocess import trace_agreement
 from tinax._src.observe import registry, watchers
 from tinax._src.observe.log import logger
+from tinax._src.parallel import trace_agreement
 from tinax._src.warm import manifest, same
 
 if TYPE_CHECKING:
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 _API = "warm_start"
 _VARIABLE = "TINAX_WARM_START"

@@ -33,13 +33,13 @@ from typing import TYPE_CHECKING, Any
 from tinax._src import private
 from tinax._src.diagnosis import compare, report, reuse
 from tinax._src.diagnosis.kinds import HINTS
-from tinax._src.multiprocess import job_failure
+from tinax._src.parallel import job_failure
 
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.ledger import Ledger
+    from tinax._src.objects.ledger import Ledger
 
 _PREFIX = "tinax/agree/"
 _MAX_LISTED = 12

@@ -12,9 +12,9 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
+from tinax._src.jit import common, jax_options
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import tracing as nnx_tracing
-from tinax._src.wrappers import common, jit_options
 
 R = TypeVar("R")
 
@@ -72,18 +72,18 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     max_traces: int = attrs.field(kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
     on_exceed: validation.OnExceed | None = attrs.field(default=None, kw_only=True)
-    # jax.vmap's other options, then jax.jit's (jit_options.py): passed on only if given.
+    # jax.vmap's other options, then jax.jit's (jax_options.py): passed on only if given.
     axis_name: Hashable | None = attrs.field(default=None, kw_only=True)
     spmd_axis_name: validation.SpmdAxisName | None = attrs.field(default=None, kw_only=True)
     sum_match: bool = attrs.field(default=False, kw_only=True)
     static_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
-    static_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
+    static_argnames: Sequence[str] = attrs.field(default=jax_options.NO_NAMES, kw_only=True)
     donate_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
-    donate_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
-    in_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
-    out_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
+    donate_argnames: Sequence[str] = attrs.field(default=jax_options.NO_NAMES, kw_only=True)
+    in_shardings: Any = attrs.field(default=jax_options.UNSPECIFIED, kw_only=True)
+    out_shardings: Any = attrs.field(default=jax_options.UNSPECIFIED, kw_only=True)
     keep_unused: bool = attrs.field(default=False, kw_only=True)
-    device: jit_options.Device | None = attrs.field(default=None, kw_only=True)
+    device: jax_options.Device | None = attrs.field(default=None, kw_only=True)
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool | enum.Enum = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
@@ -118,14 +118,14 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
             if static_nonarrays:  # leaves that are not arrays are not batched
                 return nonarrays.vmapped(inner, in_axes, out_axes, axis_size, vmap_options)
-            if statics != jit_options.NO_STATICS:  # static arguments are not batched
+            if statics != jax_options.NO_STATICS:  # static arguments are not batched
                 return _batch_dynamic(inner, statics, in_axes, out_axes, axis_size, vmap_options)
             return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
 
         # Built in every case: jax.vmap checks in_axes/out_axes now, at wrap time, also where
         # the call is batched by a split that builds its jax.vmap only at trace time.
         batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
-        if static_nonarrays or statics != jit_options.NO_STATICS:
+        if static_nonarrays or statics != jax_options.NO_STATICS:
             batched = batch(per_example)
         common.build(
             self,
@@ -148,7 +148,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
 
 def _batch_dynamic(
     function: Callable[..., Any],
-    statics: jit_options.Statics,
+    statics: jax_options.Statics,
     in_axes: Any,
     out_axes: Any,
     axis_size: int | None,
@@ -209,7 +209,7 @@ def batched_jit(
     in_shardings: Any = ...,
     out_shardings: Any = ...,
     keep_unused: bool = False,
-    device: jit_options.Device | None = None,
+    device: jax_options.Device | None = None,
     backend: str | None = None,
     inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
@@ -237,7 +237,7 @@ def batched_jit(
     in_shardings: Any = ...,
     out_shardings: Any = ...,
     keep_unused: bool = False,
-    device: jit_options.Device | None = None,
+    device: jax_options.Device | None = None,
     backend: str | None = None,
     inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
@@ -262,10 +262,10 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     static_argnames: Sequence[str] = (),
     donate_argnums: int | Sequence[int] | None = None,
     donate_argnames: Sequence[str] = (),
-    in_shardings: Any = jit_options.UNSPECIFIED,
-    out_shardings: Any = jit_options.UNSPECIFIED,
+    in_shardings: Any = jax_options.UNSPECIFIED,
+    out_shardings: Any = jax_options.UNSPECIFIED,
     keep_unused: bool = False,
-    device: jit_options.Device | None = None,
+    device: jax_options.Device | None = None,
     backend: str | None = None,
     inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,

@@ -17,14 +17,14 @@ from tinax._src import private
 from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
-from tinax._src.ledger import Ledger
+from tinax._src.jit import jax_options, meshes
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import checks as nnx_checks
 from tinax._src.models.nnx import propagate as nnx_propagate
 from tinax._src.models.nnx import tracing as nnx_tracing
 from tinax._src.models.nnx import trees as nnx_trees
+from tinax._src.objects.ledger import Ledger
 from tinax._src.observe import registry
-from tinax._src.wrappers import jit_options, meshes
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,12 +47,12 @@ DECORATE: Any = _Decorate()
 
 def page_defaults(factory: Callable[..., Any]) -> None:
     """Gives ``factory``'s argnames options the page's default ``()`` as an object of
-    its own (`jit_options.NO_NAMES`), so that a ``()`` the user passes is told apart:
+    its own (`jax_options.NO_NAMES`), so that a ``()`` the user passes is told apart:
     next to argnums, `jax.jit` infers names from numbers only when none were given."""
     defaults: dict[str, Any] = cast(Any, factory).__kwdefaults__
     for name in ("static_argnames", "donate_argnames"):
         if name in defaults:
-            defaults[name] = jit_options.NO_NAMES
+            defaults[name] = jax_options.NO_NAMES
 
 
 @attrs.frozen
@@ -60,12 +60,12 @@ class JitOptions:
     """What `parse_jit_options` leaves the class to do: the statics its calls have, the
     options for `jax.jit` (checked), and the model options, checked."""
 
-    statics: jit_options.Statics
+    statics: jax_options.Statics
     jit_kwargs: dict[str, Any]
     static_nonarrays: bool
     propagate_updates: bool | None
     donating: bool
-    donated: jit_options.Statics | None = None  # static_nonarrays: the donated arguments
+    donated: jax_options.Statics | None = None  # static_nonarrays: the donated arguments
 
 
 def parse_jit_options(
@@ -89,7 +89,7 @@ def parse_jit_options(
         own["donate_argnames"] = ()
         return _DEFAULTS
     propagate = nnx_checks.check_propagate_updates(api, owner.propagate_updates)
-    options = jit_options.parse(
+    options = jax_options.parse(
         api,
         signature,
         static_argnames=owner.static_argnames,
@@ -136,7 +136,7 @@ _CHECKED_BY_JAX = frozenset({"in_shardings", "out_shardings", "device", "backend
 
 class _WithOptions:
     """``jax.jit`` with an object's options (none, or those `parse_jit_options` passes on),
-    as `jit_options.jit` calls it: the ``jax.jit`` in effect when the object was built (a
+    as `jax_options.jit` calls it: the ``jax.jit`` in effect when the object was built (a
     patched one too), and what that ``jax.jit`` reads when it builds its object, as it
     was then. ``later``: nothing it could raise and nothing it reads is set, so `build`
     leaves it to the object's first use."""
@@ -154,8 +154,8 @@ class _WithOptions:
     def __call__(self, counted: Callable[..., Any]) -> Any:
         if self.later and private.jit_cache_object() is not None:
             with private.no_jit_cache_object():  # set around the first use, not the wrap
-                return jit_options.jit(self._api, counted, self._kwargs, self._jit)
-        return jit_options.jit(self._api, counted, self._kwargs, self._jit)
+                return jax_options.jit(self._api, counted, self._kwargs, self._jit)
+        return jax_options.jit(self._api, counted, self._kwargs, self._jit)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -166,19 +166,19 @@ class _WithOptions:
 # The options of an object built with every jax.jit and model option left at its default
 # (the factories' and the classes' own default objects, compared by identity): `jax.jit`
 # with no option, which raises nothing of its own to put tinax's name on.
-_DEFAULTS = JitOptions(jit_options.NO_STATICS, {}, False, None, False)
+_DEFAULTS = JitOptions(jax_options.NO_STATICS, {}, False, None, False)
 
 
 def _all_defaults(owner: Any) -> bool:
     """Whether every `jax.jit` and model option of ``owner`` is its default object: then
-    `jit_options.parse` has nothing to check (about 9 us of a wrap saved)."""
+    `jax_options.parse` has nothing to check (about 9 us of a wrap saved)."""
     return (
-        owner.static_argnames is jit_options.NO_NAMES
-        and owner.donate_argnames is jit_options.NO_NAMES
+        owner.static_argnames is jax_options.NO_NAMES
+        and owner.donate_argnames is jax_options.NO_NAMES
         and owner.static_argnums is None
         and owner.donate_argnums is None
-        and owner.in_shardings is jit_options.UNSPECIFIED
-        and owner.out_shardings is jit_options.UNSPECIFIED
+        and owner.in_shardings is jax_options.UNSPECIFIED
+        and owner.out_shardings is jax_options.UNSPECIFIED
         and owner.keep_unused is False
         and owner.device is None
         and owner.backend is None
@@ -195,14 +195,14 @@ def build(
     traced: Callable[..., Any],
     max_traces: int,
     signature: validation.LazySignature,
-    statics: jit_options.Statics,
+    statics: jax_options.Statics,
     mesh: Mesh | None,
     jit_kwargs: dict[str, Any],
     *,
     around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     propagate_updates: bool | None = False,
     donating: bool = False,
-    donated: jit_options.Statics | None = None,
+    donated: jax_options.Statics | None = None,
 ) -> None:
     """Builds the counted, compiled callable of ``owner`` once, and its metadata.
 
@@ -352,7 +352,7 @@ class _Probe:
         around: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
         jit: Callable[[Callable[..., Any]], Any],
         split: bool = False,
-        donated: jit_options.Statics | None = None,
+        donated: jax_options.Statics | None = None,
     ) -> None:
         self._nonarrays = split  # static_nonarrays: jit takes (array leaves, static key)
         self._donated = donated  # and the donated arguments' leaves apart
@@ -390,7 +390,7 @@ class _Probe:
 
 def _leaves(
     signature: validation.LazySignature,
-    statics: jit_options.Statics,
+    statics: jax_options.Statics,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> list[tuple[str, Any]]:
@@ -416,7 +416,7 @@ def _leaves(
 
 def _named_arguments(
     known: Any,
-    statics: jit_options.Statics,
+    statics: jax_options.Statics,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     *,
@@ -434,7 +434,7 @@ def _named_arguments(
 def leaf_error(
     api: str,
     signature: validation.LazySignature,
-    statics: jit_options.Statics,
+    statics: jax_options.Statics,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> str | None:
@@ -452,7 +452,7 @@ def leaf_error(
 def static_error(
     api: str,
     signature: validation.LazySignature,
-    statics: jit_options.Statics,
+    statics: jax_options.Statics,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> str | None:
@@ -543,9 +543,9 @@ class BudgetedMixin:
 
     _ledger: Ledger
     _signature: validation.LazySignature
-    _static: jit_options.Statics
+    _static: jax_options.Statics
     _probe: _Probe
-    _donated: jit_options.Statics | None
+    _donated: jax_options.Statics | None
     # Built at the first call (or the first lower, trace, precompile...) unless jax.jit
     # checks the options itself (`build`): a program's wrap costs less than jax.jit's, and
     # the build is lost in the first trace. A cached call finds them in the __dict__.

@@ -11,7 +11,7 @@ import attrs
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.wrappers import common, jit_options
+from tinax._src.jit import common, jax_options
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,17 +59,17 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
 
     function: Callable[P, R]
     max_traces: int = attrs.field(kw_only=True)
-    static_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
-    donate_argnames: Sequence[str] = attrs.field(default=jit_options.NO_NAMES, kw_only=True)
+    static_argnames: Sequence[str] = attrs.field(default=jax_options.NO_NAMES, kw_only=True)
+    donate_argnames: Sequence[str] = attrs.field(default=jax_options.NO_NAMES, kw_only=True)
     mesh: Mesh | None = attrs.field(default=None, kw_only=True)
     on_exceed: validation.OnExceed | None = attrs.field(default=None, kw_only=True)
-    # jax.jit's other options, with its defaults (jit_options.py): passed on only if given.
+    # jax.jit's other options, with its defaults (jax_options.py): passed on only if given.
     static_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
     donate_argnums: int | Sequence[int] | None = attrs.field(default=None, kw_only=True)
-    in_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
-    out_shardings: Any = attrs.field(default=jit_options.UNSPECIFIED, kw_only=True)
+    in_shardings: Any = attrs.field(default=jax_options.UNSPECIFIED, kw_only=True)
+    out_shardings: Any = attrs.field(default=jax_options.UNSPECIFIED, kw_only=True)
     keep_unused: bool = attrs.field(default=False, kw_only=True)
-    device: jit_options.Device | None = attrs.field(default=None, kw_only=True)
+    device: jax_options.Device | None = attrs.field(default=None, kw_only=True)
     backend: str | None = attrs.field(default=None, kw_only=True)
     inline: bool | enum.Enum = attrs.field(default=False, kw_only=True)
     compiler_options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
@@ -121,7 +121,7 @@ def bounded_jit(
     in_shardings: Any = ...,
     out_shardings: Any = ...,
     keep_unused: bool = False,
-    device: jit_options.Device | None = None,
+    device: jax_options.Device | None = None,
     backend: str | None = None,
     inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
@@ -143,7 +143,7 @@ def bounded_jit(
     in_shardings: Any = ...,
     out_shardings: Any = ...,
     keep_unused: bool = False,
-    device: jit_options.Device | None = None,
+    device: jax_options.Device | None = None,
     backend: str | None = None,
     inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
@@ -162,10 +162,10 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     on_exceed: validation.OnExceed | None = None,
     static_argnums: int | Sequence[int] | None = None,
     donate_argnums: int | Sequence[int] | None = None,
-    in_shardings: Any = jit_options.UNSPECIFIED,
-    out_shardings: Any = jit_options.UNSPECIFIED,
+    in_shardings: Any = jax_options.UNSPECIFIED,
+    out_shardings: Any = jax_options.UNSPECIFIED,
     keep_unused: bool = False,
-    device: jit_options.Device | None = None,
+    device: jax_options.Device | None = None,
     backend: str | None = None,
     inline: bool | enum.Enum = False,
     compiler_options: dict[str, Any] | None = None,
