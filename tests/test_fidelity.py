@@ -1,6 +1,6 @@
 """As `jax.jit` wherever the page is silent: names of compiled modules, the attributes
 `jax.jit` copies from the function, wrap-time rejection of what it rejects,
-``clear_cache``, copies and pickling (issue 11; docs/decisions.md, "As jax.jit where
+``clear_cache``, copies and pickling (docs/decisions/as-jax-jit.md, "As jax.jit where
 the page is silent").
 
 Each test compares with what `jax.jit(function)` (for `BatchedJit`,
@@ -143,7 +143,7 @@ class TestCompiledNames:
 
     def test_source_location_in_jax_messages_is_as_for_jax_jit(self, function):
         # For BatchedJit this is jax.jit(function)'s, one better than jit(vmap(function)),
-        # which loses the location of a partial (docs/decisions.md).
+        # which loses the location of a partial (docs/decisions/as-jax-jit.md).
         theirs = source_info(jax.jit(function).trace(X))
         assert source_info(bounded_jit(function, max_traces=1).trace(X)) == theirs
         assert source_info(batched_jit(function, max_traces=1).trace(XS)) == theirs
@@ -462,7 +462,7 @@ class TestCopies:
 
 class TestJaxJitSurface:
     def test_every_public_attribute_of_a_jax_jit_object_exists(self, make_bounded, make_batched):
-        # A JAX upgrade that adds one fails here: review it in docs/decisions.md.
+        # A JAX upgrade that adds one fails here: review it in docs/decisions/as-jax-jit.md.
         public = {name for name in dir(jax.jit(undocumented)) if not name.startswith("_")}
         assert public == {"clear_cache", "eval_shape", "lower", "trace"}
         for obj in (
@@ -479,7 +479,7 @@ class TestJaxJitSurface:
 
     @pytest.mark.parametrize("function", EACH_KIND)
     def test_signature_is_jax_jit_objects(self, function, make_bounded):
-        # Through __wrapped__, not a __signature__ attribute (docs/decisions.md).
+        # Through __wrapped__, not a __signature__ attribute (docs/decisions/as-jax-jit.md).
         try:
             expected = inspect.signature(jax.jit(function))
         except ValueError:  # a builtin without one

@@ -14,7 +14,7 @@ In each cell, the result equals the reference jit's (``jax.jit``, ``eqx.filter_j
 what JAX's own events count (`matrix_cases.jax_counts`, by the function's name); and no
 message contradicts the counts or names tinax's internals. Hypothesis draws sequences of
 steps, which the full product would make too slow. Pairs of options that cannot combine
-are wrap-time errors (docs/decisions.md).
+are wrap-time errors (docs/decisions/jit-options.md).
 """
 
 import contextlib
@@ -206,8 +206,8 @@ class TestExplain:
 
     def test_explain_compiles_nothing_and_counts_nothing(self):
         """explain runs JAX's own checks on a stand-in named as the function (so that JAX's
-        errors name it: docs/decisions.md), never the body: a listener of JAX's events sees
-        that stand-in's trace, and no compile, load or count follows."""
+        errors name it: docs/decisions/rejected-calls.md), never the body: a listener of
+        JAX's events sees that stand-in's trace, and no compile, load or count follows."""
         mode = MODES["plain"]
         obj = mode.build(2)
         mode.run(obj, SMALL)
@@ -447,7 +447,7 @@ def test_a_pair_that_cannot_combine_is_a_wrap_time_error(factory, options, named
     with pytest.raises(error, match=rf"\b{named}\b") as caught:
         factory(cases.m_plain, max_traces=1, **given)
     assert_true_to(counts_of(bounded_jit(cases.m_plain, max_traces=1)), str(caught.value))
-    decisions = (HERE.parent / "docs" / "decisions.md").read_text()
+    decisions = (HERE.parent / "docs" / "decisions" / "jit-options.md").read_text()
     assert named in decisions
 
 
