@@ -97,8 +97,14 @@ def budget_error(
     attempt: int,
     history: Sequence[TracedSignature],
     signature: TracedSignature,
+    *,
+    outcome: str | None = None,
 ) -> TraceBudgetError:
-    """Builds the error for a refused trace: headline, location, differences, fixes."""
+    """Builds the error for a trace over budget: headline, location, differences, fixes.
+
+    Its second line says what became of the trace: ``outcome`` for one that runs anyway
+    (a sentence: the policy, and that it runs and is counted); else that it was refused.
+    """
     return _refused_trace(
         function,
         max_traces,
@@ -107,9 +113,14 @@ def budget_error(
         history,
         signature,
         verb="exceeded its trace budget",
-        rule="JAX traces and compiles again for every new abstract signature; this call was "
-        "refused before tracing, and calls that match an earlier trace still run.",
+        rule=outcome if outcome is not None else _REFUSED_RULE,
     )
+
+
+_REFUSED_RULE = (
+    "JAX traces and compiles again for every new abstract signature; this call was "
+    "refused before tracing, and calls that match an earlier trace still run."
+)
 
 
 def _refused_trace(
@@ -233,6 +244,29 @@ def _call_sites(signature: TracedSignature, best: TracedSignature | None) -> lis
     return [fit(line + ".")]
 
 
+_WORDED_BY = ("BoundedJit:", "BatchedJit:")  # how tinax's own messages begin
+
+
+@attrs.frozen
+class Refusal:
+    """How ``explain`` shows the error a call would raise (`Explanation.raises`): its
+    exception type's name (``kind``), and whether the message is tinax's own words
+    (``worded``: a leaf JAX refuses, a static argument it cannot hash), wrapped whole
+    under a line of its own, or JAX's (or Python's), quoted in a sentence."""
+
+    kind: str
+    worded: bool
+
+    @classmethod
+    def of(cls, raises: str | None) -> Refusal | None:
+        """The refusal of an ``Explanation.raises`` (``"<kind>: <message>"``), read once
+        where the explanation is made; ``None`` for a call that raises nothing."""
+        if raises is None:
+            return None
+        kind, _, message = raises.partition(": ")
+        return cls(kind, message.startswith(_WORDED_BY))
+
+
 @attrs.frozen
 class Explanation:
     """What a call would do, worked out without tracing; see ``explain``.
@@ -283,18 +317,26 @@ class Explanation:
     raises: str | None = None
     compiles: str = ""
     history: tuple[TracedSignature, ...] = attrs.field(default=(), repr=False)
+    # how ``raises`` is shown, derived from it however the object is made (``explain``,
+    # the constructor, `attrs.evolve`); not compared, not shown, not an argument
+    _refusal: Refusal | None = attrs.field(
+        default=attrs.Factory(lambda self: Refusal.of(self.raises), takes_self=True),
+        init=False,
+        repr=False,
+        eq=False,
+    )
 
     def __str__(self) -> str:
         where = _heading(self.function_name, self.location)
         budget = f"max_traces={self.max_traces}, traces_used={self.traces_used}"
-        if self.raises is not None:
-            kind, _, text = self.raises.partition(": ")
-            if text.startswith(("BoundedJit:", "BatchedJit:")):
+        refusal = self._refusal
+        if self.raises is not None and refusal is not None:
+            if refusal.worded:
                 # tinax's words for a leaf JAX refuses (a TypeError) or an unhashable static
                 # argument (a ValueError): a long message, wrapped whole
                 refused = (
                     "refuse a leaf of this call"
-                    if kind == "TypeError"
+                    if refusal.kind == "TypeError"
                     else "reject this call before tracing"
                 )
                 return "\n".join(
@@ -389,12 +431,17 @@ def explanation_lines(
     found: tuple[Difference, ...],
     signature: TracedSignature,
     history: Sequence[TracedSignature] = (),
+    *,
+    closest_label: str | None = None,
 ) -> list[str]:
     """The diff block of the budget error and of ``explain``: differences, what every
     earlier trace in ``history`` held there (where there are two or more), then fixes.
 
     Differences with one cause (the same cast, the same move onto a mesh) share
-    a line; every line fits in `LINE_LIMIT` characters.
+    a line; every line fits in `LINE_LIMIT` characters. The differences' heading
+    names ``best`` as ``closest_label`` where given (``Closest recorded signature``:
+    another run's trace, whose number means nothing here), else as
+    ``Closest earlier trace: #<number>``.
     """
     if best is None:
         return [_first_call_line(signature)]
@@ -414,7 +461,8 @@ def explanation_lines(
             )
         ]
     count = f"{len(found)} difference{'s' if len(found) > 1 else ''}"
-    lines = [f"Closest earlier trace: #{best.number} ({count}):"]
+    label = closest_label if closest_label is not None else f"Closest earlier trace: #{best.number}"
+    lines = [f"{label} ({count}):"]
     groups = _groups(found)
     lines.extend(f"  {_group_line(members)}" for members in groups[:_MAX_LISTED])
     if len(groups) > _MAX_LISTED:
