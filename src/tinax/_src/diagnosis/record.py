@@ -21,8 +21,7 @@ from jax.core import AbstractValue, Tracer
 from jax.sharding import AbstractMesh, Mesh
 
 from tinax._src import private
-from tinax._src.core.arrays import is_array
-from tinax._src.core.statics import Statics
+from tinax._src.core.statics import Statics, is_array
 from tinax._src.diagnosis import abstract
 
 _LONG_TEXT = 4000

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinax._src.diagnosis import compare, elide, report
 from tinax._src.diagnosis.errors import TraceBudgetError, TraceBudgetWarning
-from tinax._src.observe import compile_times, watchers
+from tinax._src.observe import compile_events, watchers
 from tinax._src.observe.log import logger
 from tinax._src.observe.policy import Policy
 from tinax._src.observe.sites import warn
@@ -105,7 +105,7 @@ def committed(
 ) -> None:
     """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
     first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
-    compile_times.await_compile(ledger, entry, name, nested)
+    compile_events.await_compile(ledger, entry, name, nested)
     if watchers.traced_hook is not None:
         watchers.traced_hook(ledger, function)
     if watchers.warm_hook is not None:
