@@ -302,7 +302,7 @@ def summary(records: Iterable[Record], top: int) -> tuple[str, list[str]]:
 
 
 # tinax's own text helpers, which this module cannot import without JAX
-# (`tinax._src.diagnosis.report.duration`, `elide.tail`, `elide.words`; a test holds
+# (`tinax._src.diagnosis.history.duration`, `elide.tail`, `elide.words`; a test holds
 # each to the same output as tinax's).
 
 

@@ -45,23 +45,28 @@ def explicit_mesh8():
 def _messages_fit_in_200_characters(monkeypatch):
     """Every error, explain report, history table and budgets() table any test produces:
     no line over 200."""
-    from tinax._src.diagnosis import report
+    from tinax._src.diagnosis import elide, errors, explanation, history
 
     def checked(text):
         longest = max((len(line) for line in text.splitlines()), default=0)
-        assert longest <= report.LINE_LIMIT, f"a line of {longest} characters:\n{text}"
+        assert longest <= elide.LINE_LIMIT, f"a line of {longest} characters:\n{text}"
         return text
 
-    error_init = report.TraceBudgetError.__init__
-    explanation_str = report.Explanation.__str__
-    table = report.history_table
+    error_init = errors.TraceBudgetError.__init__
+    explanation_str = explanation.Explanation.__str__
+    table = history.history_table
 
     def init(self, message, **fields):
         error_init(self, checked(message), **fields)
 
-    monkeypatch.setattr(report.TraceBudgetError, "__init__", init)
-    monkeypatch.setattr(report.Explanation, "__str__", lambda self: checked(explanation_str(self)))
-    monkeypatch.setattr(report, "history_table", lambda history: checked(table(history)))
+    monkeypatch.setattr(errors.TraceBudgetError, "__init__", init)
+    monkeypatch.setattr(
+        explanation.Explanation, "__str__", lambda self: checked(explanation_str(self))
+    )
+    # the table's one caller reads it from its own module, where it is patched
+    shown = history.TraceHistory.__str__
+    assert shown.__globals__ is vars(history) and "history_table" in shown.__code__.co_names
+    monkeypatch.setattr(history, "history_table", lambda traces: checked(table(traces)))
 
     from tinax._src.observe import registry_table  # budgets(): every row of the registry too
 

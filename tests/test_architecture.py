@@ -126,6 +126,27 @@ def test_every_folder_stands_above_the_folders_it_imports():
     assert upward == [], "imports a layer above:\n" + "\n".join(upward)
 
 
+def test_layers_call_the_private_folder_through_its_attributes():
+    """Modules outside private/ import the folder and call ``private.X``, never a name or
+    a room of it: a test that patches ``private.X`` then patches what they call."""
+    direct = []
+    for path in sorted(_ROOT.joinpath("tinax").rglob("*.py")):
+        if _module_name(path).startswith("tinax._src.private"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "tinax._src.private"
+            ):
+                direct.append(f"{_module_name(path)}: from {node.module} import ...")
+            elif isinstance(node, ast.Import):
+                direct.extend(
+                    f"{_module_name(path)}: import {alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("tinax._src.private.")
+                )
+    assert direct == []
+
+
 # The rooms of models/nnx, bottom to top: each may import only the ones before it.
 NNX_ROOMS = (
     "classes",

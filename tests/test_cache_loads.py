@@ -19,7 +19,7 @@ import pytest
 
 from test_examples import assert_page_shows, run_example, untimed
 from tinax._src import private
-from tinax._src.observe import cache_loads
+from tinax._src.observe import compile_events
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SECTION = "Compile once: JAX's persistent cache"
@@ -155,16 +155,16 @@ class TestTheMark:
 
     def test_a_cache_hit_marks_the_compile_in_progress_as_a_load(self):
         jax.monitoring.record_scalar(private.COMPILE_EVENT, 0.0)  # a compile starts
-        assert not cache_loads.loaded()
+        assert not compile_events.loaded()
         jax.monitoring.record_event(private.CACHE_HIT_EVENT)
-        assert cache_loads.loaded()
+        assert compile_events.loaded()
         jax.monitoring.record_scalar(private.COMPILE_EVENT, 0.0)  # the next one starts
-        assert not cache_loads.loaded()
+        assert not compile_events.loaded()
 
     def test_a_request_to_the_cache_clears_the_mark(self):
         jax.monitoring.record_event(private.CACHE_HIT_EVENT)
         jax.monitoring.record_event(private.CACHE_REQUEST_EVENT)
-        assert not cache_loads.loaded()
+        assert not compile_events.loaded()
 
 
 def test_long_runs_page_shows_the_real_output_of_two_runs():

@@ -1,5 +1,9 @@
 """Retrace diagnostics: explain, the history table, and the diff as a property of JAX."""
 
+import copy
+import pickle
+
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,6 +107,63 @@ class TestExplain:
             step.lower(jnp.ones(2), [16, 32])
         assert f"ValueError: {info.value}" == explanation.raises
         assert step.traces_used == 0
+
+    @pytest.mark.parametrize(
+        "how",
+        [
+            lambda e: pickle.loads(pickle.dumps(e)),
+            copy.copy,
+            copy.deepcopy,
+            lambda e: attrs.evolve(e),
+            lambda e: Explanation(  # the public constructor, given what explain gave
+                **{
+                    field.name: getattr(e, field.name)
+                    for field in attrs.fields(Explanation)
+                    if field.init
+                }
+            ),
+        ],
+        ids=["pickle", "copy", "deepcopy", "evolve", "constructor"],
+    )
+    @pytest.mark.parametrize(
+        "call", [(jnp.ones(3),), (jnp.ones(3), [1, 2])], ids=["jax-words", "tinax-words"]
+    )
+    def test_an_explanation_of_a_rejected_call_prints_alike_however_it_is_copied(self, how, call):
+        step = bounded_jit(lambda x, y: x, max_traces=1, static_argnames="y")
+        explanation = step.explain(*call)
+        assert explanation.raises is not None
+        again = how(explanation)
+        assert again.raises == explanation.raises
+        assert str(again) == str(explanation)
+        assert "refusal" not in repr(again)
+
+    def test_an_explanation_equals_one_made_with_the_same_arguments(self):
+        step = bounded_jit(lambda x, y: x + y, max_traces=1)
+        explanation = step.explain(jnp.ones(3), jnp.tanh)
+        made = Explanation(
+            **{
+                field.name: getattr(explanation, field.name)
+                for field in attrs.fields(Explanation)
+                if field.init
+            }
+        )
+        assert made == explanation and hash(made) == hash(explanation)
+        assert made != attrs.evolve(explanation, raises="TypeError: another")
+
+    def test_a_signature_s_body_is_its_text_without_the_number(self, mesh8):
+        step = bounded_jit(lambda x, n: x * n, max_traces=2, static_argnames="n")
+        step(jnp.ones(3), 2)
+        with jax.set_mesh(mesh8):
+            step(jnp.ones(8), 3)
+        first, second = step.traced_signatures
+        assert first.body() == "x: f32[3], n: 2"
+        assert str(first) == "#1: x: f32[3], n: 2"
+        assert second.body().startswith("x: f32[8], n: 3 under AbstractMesh(")
+        assert str(second) == f"#2: {second.body()}"
+        assert first.numbered(7).body() == first.body()
+        assert bounded_jit(lambda: 1.0, max_traces=1).explain().signature.body() == (
+            "(no arguments)"
+        )
 
     def test_batched_object_explains_its_batched_call(self):
         losses = batched_jit(lambda w, x: w * x, in_axes=(None, 0), max_traces=1)

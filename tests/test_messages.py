@@ -4,6 +4,7 @@ import dataclasses
 import functools
 import inspect
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from jax.sharding import PartitionSpec
 
 from statics import ByIdentity, Config
-from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
+from tinax.jit import TraceBudgetError, TraceBudgetWarning, batched_jit, bounded_jit
 
 
 def train_step(params, image_batch, mode="train"):
@@ -723,3 +724,145 @@ class TestLocatedDifferences:
         )
         [line] = [line for line in text if line.startswith("tag:")]
         assert len(line) <= 200 and "-before-" in line and "-after-" in line
+
+
+def add(x, y):
+    return x + y
+
+
+ADD_LINE = inspect.getsourcelines(add)[1]
+ADD = f"add (tests/test_messages.py:{ADD_LINE})"
+
+
+def called_here(below=0):
+    """The caller's line (or the one ``below`` it), as a call site is shown."""
+    return f"tests/test_messages.py:{inspect.currentframe().f_back.f_lineno + below}"
+
+
+class TestWholeTexts:
+    """Whole messages, byte for byte: a trace over budget that runs anyway (warning and
+    record), and ``explain`` of a call JAX rejects, in tinax's words or in JAX's."""
+
+    SHAPE_FIX = (
+        "  shape: every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
+        "(pad or drop a last, partial batch)"
+    )
+
+    def overrun(self, policy):
+        step = bounded_jit(add, max_traces=1, on_exceed=policy)
+        _, first = step(jnp.ones(3), jnp.ones(3)), called_here()
+        return step, first
+
+    def expected(self, outcome, first, second):
+        return "\n".join(
+            (
+                f"{ADD} exceeded its trace budget: max_traces=1, traces_used=1; this call would "
+                "be trace 2.",
+                outcome,
+                "Closest earlier trace: #1 (2 differences):",
+                "  x: f32[3] -> f32[4] (shape)",
+                "  y: f32[3] -> f32[4] (shape)",
+                "How to fix:",
+                self.SHAPE_FIX,
+                f"Called from {second}; the closest earlier trace, #1, was called from {first}.",
+            )
+        )
+
+    def test_the_warning_of_a_trace_that_runs_says_so_in_place_of_the_refusal(self, caplog):
+        step, first = self.overrun("warn")
+        caplog.set_level("WARNING", logger="tinax")
+        with pytest.warns(TraceBudgetWarning) as caught:
+            _, second = step(jnp.ones(4), jnp.ones(4)), called_here()
+        assert str(caught[0].message) == self.expected(
+            "on_exceed='warn': this trace runs and is counted.", first, second
+        )
+        assert caplog.messages == [
+            f"{ADD}: trace 2 is over max_traces=1 and runs (on_exceed='warn'); "
+            "x: f32[3] -> f32[4] (shape) (+1 more); the TraceBudgetWarning emitted now has the "
+            "diagnosis."
+        ]
+
+    def test_the_record_of_a_trace_that_runs_is_the_warning_s_text(self, caplog):
+        step, first = self.overrun("log")
+        caplog.set_level("WARNING", logger="tinax")
+        _, second = step(jnp.ones(4), jnp.ones(4)), called_here()
+        assert caplog.messages == [
+            self.expected("on_exceed='log': this trace runs and is counted.", first, second)
+        ]
+
+    def test_the_record_of_a_trace_run_with_chex_assertions_disabled_says_why(self, caplog):
+        step, first = self.overrun("warn")
+        caplog.set_level("WARNING", logger="tinax")
+        chex.disable_asserts()
+        try:
+            _, second = step(jnp.ones(4), jnp.ones(4)), called_here()  # no warning either
+        finally:
+            chex.enable_asserts()
+        assert caplog.messages == [
+            self.expected(
+                "chex assertions are disabled: this trace runs and is counted.", first, second
+            )
+        ]
+
+    def test_the_error_of_a_refused_trace_says_it_was_refused(self):
+        step, first = self.overrun("raise")
+        second = called_here(below=2)
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(4), jnp.ones(4))
+        assert str(info.value) == self.expected(
+            "JAX traces and compiles again for every new abstract signature; this call was "
+            "refused before tracing, and calls that match an earlier trace still run.",
+            first,
+            second,
+        )
+
+    def test_explain_of_a_call_that_does_not_bind_quotes_python(self):
+        step = bounded_jit(add, max_traces=1)
+        step(jnp.ones(3), jnp.ones(3))
+        assert str(step.explain(jnp.ones(3))) == (
+            f"{ADD}: JAX would reject this call before tracing; max_traces=1, traces_used=1.\n"
+            "It would raise TypeError: add() missing 1 required positional argument: 'y'\n"
+            "Nothing is traced or counted, with the budget spent or not."
+        )
+
+    def test_explain_of_a_long_rejection_in_jax_s_words_wraps_it_indented(self):
+        step = batched_jit(add, max_traces=1)
+        assert str(step.explain(jnp.ones((8, 3)), jnp.ones((4, 3)))) == (
+            f"{ADD}: JAX would reject this call before tracing; max_traces=1, traces_used=0.\n"
+            "It would raise ValueError: vmap got inconsistent sizes for array axes to be mapped: "
+            "* one axis had\n"
+            "  size 8: axis 0 of argument x of type float32[8,3]; * one axis had size 4: axis 0 "
+            "of argument y of\n"
+            "  type float32[4,3]\n"
+            "Nothing is traced or counted, with the budget spent or not."
+        )
+
+    def test_explain_of_a_leaf_refused_in_tinax_s_words_wraps_the_type_error_whole(self):
+        step = bounded_jit(add, max_traces=1)
+        step(jnp.ones(3), jnp.ones(3))
+        explanation = step.explain(jnp.ones(3), jnp.tanh)
+        assert str(explanation) == (
+            f"{ADD}: JAX would refuse a leaf of this call; max_traces=1, traces_used=1.\n"
+            "It would raise this error, and trace nothing:\n"
+            "TypeError: BoundedJit: the argument leaf y is <function tanh> (PjitFunction), not "
+            "an array, and\n"
+            "jax.jit traces arrays only. Pass static_nonarrays=True to hold every leaf that is "
+            "not an array\n"
+            "static (as eqx.filter_jit does), or split the model with eqx.partition(model, "
+            "eqx.is_array) and pass\n"
+            "its static part by static_argnames."
+        )
+
+    def test_explain_of_an_unhashable_static_in_tinax_s_words_wraps_the_value_error_whole(self):
+        step = bounded_jit(add, max_traces=1, static_argnames="y")
+        assert str(step.explain(jnp.ones(3), [1, 2])) == (
+            f"{ADD}: JAX would reject this call before tracing; max_traces=1, traces_used=0.\n"
+            "It would raise this error, and trace nothing:\n"
+            "ValueError: BoundedJit: the static argument y=[1, 2] (list) must be hashable: "
+            "jax.jit keys its cache\n"
+            "on static arguments (type, hash and ==) and refuses the call (Non-hashable static "
+            "arguments are not\n"
+            "supported). Make it hashable (a tuple, not a list; @dataclass(frozen=True)), or pass "
+            "it as an array\n"
+            "and not as a static argument."
+        )

@@ -256,6 +256,15 @@ class TestNothingWrongBecauseOfAManifest:
         assert "traced a signature the recorded run did not" in log
         assert "Closest recorded signature (1 difference):" in log
         assert "x: f32[8,3] -> f32[16,3] (shape)" in log
+        assert (  # the whole record, its trace numbers left out (they mean nothing here)
+            f"INFO tinax warm start: {STEP} traced a signature the recorded run did not "
+            "(compiled now, not ahead of its call).\n"
+            "Closest recorded signature (1 difference):\n"
+            "  x: f32[8,3] -> f32[16,3] (shape)\n"
+            "How to fix:\n"
+            "  shape: every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
+            "(pad or drop a last, partial batch)\n"
+        ) in log
         # next run, the signature the program called comes first
         assert _texts(path, "step")[0] == "x: f32[16,3], scale: weak-typed f32[]"
 

@@ -29,7 +29,7 @@ from tinax._src import private
 from tinax._src.budget import counting
 from tinax._src.core.statics import Statics
 from tinax._src.diagnosis import record
-from tinax._src.observe import compile_times, rebuilt, sites, trace_reports
+from tinax._src.observe import compile_events, rebuilt, sites, trace_reports
 from tinax.jit import batched_jit, bounded_jit
 
 
@@ -129,7 +129,7 @@ def _bookkeeping(on: bool) -> None:
     private.staged_out = _ORIGINALS["staged_out"] if on else lambda: False
     counting.time = _ORIGINALS["time"] if on else _NO_CLOCK
     if _ORIGINALS["on"] != on:
-        listener = compile_times._on_duration  # pyright: ignore[reportPrivateUsage]
+        listener = compile_events._on_duration  # pyright: ignore[reportPrivateUsage]
         if on:
             jax.monitoring.register_event_duration_secs_listener(listener)
         else:

@@ -2,11 +2,11 @@
 
 from tinax._src.diagnosis.errors import TraceBudgetError as TraceBudgetError
 from tinax._src.diagnosis.errors import TraceBudgetWarning as TraceBudgetWarning
+from tinax._src.diagnosis.explanation import Explanation as Explanation
+from tinax._src.diagnosis.history import TraceHistory as TraceHistory
 from tinax._src.diagnosis.kinds import Difference as Difference
 from tinax._src.diagnosis.record import Leaf as Leaf
 from tinax._src.diagnosis.record import TracedSignature as TracedSignature
-from tinax._src.diagnosis.report import Explanation as Explanation
-from tinax._src.diagnosis.report import TraceHistory as TraceHistory
 from tinax._src.jit.batched import BatchedJit as BatchedJit
 from tinax._src.jit.batched import batched_jit as batched_jit
 from tinax._src.jit.bounded import BoundedJit as BoundedJit

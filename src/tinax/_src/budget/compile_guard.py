@@ -38,7 +38,7 @@ from tinax._src import private
 from tinax._src.budget import compiles
 from tinax._src.diagnosis import elide, record, report, reuse
 from tinax._src.diagnosis.errors import TraceBudgetError
-from tinax._src.observe import cache_loads, sites
+from tinax._src.observe import compile_events, sites
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
@@ -247,7 +247,7 @@ def _seen(frame: types.FrameType, fun_name: object) -> Seen:
     else:
         name = "a function JAX does not name"
     signature = None if found is None else _signature(found.arg_names, found.flat_args)
-    return Seen(name, signature, sites.site_of(frame), cache_loads.loaded())
+    return Seen(name, signature, sites.site_of(frame), compile_events.loaded())
 
 
 def _signature(names: Sequence[str], args: Sequence[Any]) -> str:

@@ -57,7 +57,7 @@ from jax.sharding import NamedSharding
 
 from tinax._src import private
 from tinax._src.diagnosis import report
-from tinax._src.observe import cache_loads
+from tinax._src.observe import compile_events
 from tinax._src.observe.log import logger
 
 if TYPE_CHECKING:
@@ -364,7 +364,7 @@ def _count(frame: types.FrameType) -> None:
             if kept.jaxprs is None:
                 kept.jaxprs = weakref.WeakKeyDictionary()
             kept.jaxprs[jaxpr] = number
-    loaded = cache_loads.loaded()
+    loaded = compile_events.loaded()
     kept = book(ledger)
     with kept.lock:
         if loaded:
@@ -406,7 +406,7 @@ def _count_transformed(found: Compiling) -> None:
     """A compile of a jaxpr an eager transform made from a trace: the object's compile
     (or load), and no executable of the trace itself."""
     number = transformed_trace(found)
-    loaded = cache_loads.loaded()
+    loaded = compile_events.loaded()
     kept = book(found.ledger)
     with kept.lock:
         if loaded:

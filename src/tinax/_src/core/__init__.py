@@ -1,4 +1,4 @@
 """The foundation every other folder stands on: the checks and the message template of
 every option (`validation`, with the remembered signature `LazySignature`), which
-arguments are static and the other words of `jax.jit`'s options (`statics`), and what
-counts as an array (`arrays`). Imports nothing of tinax but `private`."""
+arguments are static, the other words of `jax.jit`'s options and what counts as an
+array (`statics`). Imports nothing of tinax but `private`."""

@@ -3,7 +3,8 @@
 A line that names the leaf that changed is useless once the name is cut in the
 middle (``model.layers[1].weigh ... ion relu>``). These helpers drop whole
 items (leaves of a call, path segments, words) and say how many went, keeping
-the ends, where the names are.
+the ends, where the names are. Every line of a message fits in `LINE_LIMIT`
+characters: `fit` cuts a line in the middle where nothing better was done.
 """
 
 from __future__ import annotations
@@ -119,3 +120,39 @@ def _joined(shown: Sequence[str], kept: set[int], separator: str) -> str:
 def _one(name: str, text: str, limit: int) -> str:
     value = words(text, max(min(len(text), limit // 2), 12))
     return f"{path(name, max(limit - len(value) - 2, 12))}: {value}"
+
+
+# --- lines that fit ------------------------------------------------------------------------
+
+LINE_LIMIT = 200  # no line of a message is longer
+MAX_NAME = 60  # a function's name in a heading, a leaf's path in a list
+MAX_CELL = 60  # a table's cell, a value in a list of traces
+
+
+def fit(line: str, limit: int = LINE_LIMIT) -> str:
+    """``line``, elided in the middle to at most ``limit`` characters."""
+    if len(line) <= limit:
+        return line
+    keep = limit - 5
+    head = keep * 2 // 3
+    return f"{line[:head]} ... {line[len(line) - (keep - head) :]}"
+
+
+def window(text: str, at: int, limit: int) -> str:
+    """At most ``limit`` characters of ``text`` around position ``at``."""
+    if len(text) <= limit:
+        return text
+    size = max(limit - 6, 1)
+    start = max(0, min(at - size // 3, len(text) - size))
+    piece = text[start : start + size]
+    return ("..." if start > 0 else "") + piece + ("..." if start + size < len(text) else "")
+
+
+def pair(before: str, after: str, limit: int) -> tuple[str, str]:
+    """Two texts cut to ``limit`` characters each, keeping the part where they differ."""
+    at = 0
+    for a, b in zip(before, after, strict=False):
+        if a != b:
+            break
+        at += 1
+    return window(before, at, limit), window(after, at, limit)

@@ -21,8 +21,7 @@ from jax.core import AbstractValue, Tracer
 from jax.sharding import AbstractMesh, Mesh
 
 from tinax._src import private
-from tinax._src.core.arrays import is_array
-from tinax._src.core.statics import Statics
+from tinax._src.core.statics import Statics, is_array
 from tinax._src.diagnosis import abstract
 
 _LONG_TEXT = 4000
@@ -148,12 +147,18 @@ class TracedSignature:
     def __repr__(self) -> str:
         return f"<TracedSignature {self}>"
 
-    def __str__(self) -> str:
+    def body(self) -> str:
+        """The signature without its number, as ``str`` shows it after ``#number: ``: each
+        leaf (``x: f32[8,3], n: 3``, or ``(no arguments)``), then the mesh it was traced
+        under, if any. Two traces of one call read alike here whatever their numbers."""
         leaves = ", ".join(f"{leaf.path}: {leaf.text}" for leaf in self.leaves)
-        text = f"#{self.number}: {leaves or '(no arguments)'}"
+        text = leaves or "(no arguments)"
         if not self.abstract_mesh.empty:
             text += f" under {self.mesh}"
         return text
+
+    def __str__(self) -> str:
+        return f"#{self.number}: {self.body()}"
 
 
 # --- text, on demand -----------------------------------------------------------------------

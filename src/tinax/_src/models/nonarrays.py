@@ -38,8 +38,7 @@ from typing import Any, cast
 import jax
 
 from tinax._src import private
-from tinax._src.core.arrays import KNOWN, array_type, is_array
-from tinax._src.core.statics import Statics
+from tinax._src.core.statics import KNOWN, Statics, array_type, is_array
 
 _tree_util: Any = jax.tree_util
 flatten: Any = _tree_util.tree_flatten

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinax._src.diagnosis import compare, elide, report
 from tinax._src.diagnosis.errors import TraceBudgetError, TraceBudgetWarning
-from tinax._src.observe import compile_times, watchers
+from tinax._src.observe import compile_events, watchers
 from tinax._src.observe.log import logger
 from tinax._src.observe.policy import Policy
 from tinax._src.observe.sites import warn
@@ -57,8 +57,10 @@ def overrun(
     logged = logger.isEnabledFor(logging.WARNING)
     if policy != "warn" and not logged:
         return
-    error = report.budget_error(function, max_traces, used, attempt, history, call)
-    message = _overrun_message(str(error), _outcome(policy))
+    error = report.budget_error(
+        function, max_traces, used, attempt, history, call, outcome=_outcome(policy)
+    )
+    message = str(error)
     if logged:  # under "warn", one line: the warning carries the diagnosis (issue 19)
         logger.warning("%s", message if policy != "warn" else _pointer(error))
     if policy == "warn":
@@ -91,17 +93,6 @@ def _pointer(error: TraceBudgetError) -> str:
     return head + elide.words(first + more, room) + tail
 
 
-def _overrun_message(text: str, outcome: str) -> str:
-    """The error's text for a trace that runs: its second line, which says the call
-    was refused, becomes ``outcome``."""
-    lines = text.split("\n")
-    if len(lines) > 1 and "refused" in lines[1]:
-        lines[1] = outcome
-    else:
-        lines.insert(1, outcome)
-    return "\n".join(lines)
-
-
 def committed(
     ledger: Ledger,
     function: Callable[..., Any],
@@ -114,7 +105,7 @@ def committed(
 ) -> None:
     """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
     first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
-    compile_times.await_compile(ledger, entry, name, nested)
+    compile_events.await_compile(ledger, entry, name, nested)
     if watchers.traced_hook is not None:
         watchers.traced_hook(ledger, function)
     if watchers.warm_hook is not None:
@@ -130,7 +121,7 @@ def committed(
         f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"
     )
     if not earlier:
-        logger.debug("%s: %s", head, str(entry).partition(": ")[2])
+        logger.debug("%s: %s", head, entry.body())
         return
     best, found = compare.closest(earlier, entry)
     lines = report.explanation_lines(best, found, entry, earlier)

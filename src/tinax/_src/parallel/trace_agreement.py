@@ -98,7 +98,7 @@ def _listed(processes: Sequence[int]) -> str:
 
 
 def _payload(call: TracedSignature) -> bytes:
-    text = str(call).partition(": ")[2]
+    text = call.body()
     try:  # abstract values load as the receiver's own, so that no comparison hangs on identity
         return private.portable_dumps((text, call))
     except Exception:  # a static value that does not pickle: compare by text

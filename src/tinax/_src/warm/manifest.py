@@ -158,7 +158,7 @@ def encode(signature: TracedSignature, function: object = None) -> Recorded:
     """The signature as written; raises `Unwritable` naming the value that cannot be
     written. A module-level object is written by reference (`values`): one of its own
     module, or bound to a name in ``function``'s module or ``__main__``."""
-    text = str(signature).partition(": ")[2]
+    text = signature.body()
     home = getattr(function, "__module__", None)
     modules = (home,) if isinstance(home, str) else ()
     try:

@@ -42,7 +42,6 @@ import contextlib
 import logging
 import os
 import queue
-import re
 import threading
 import time
 import weakref
@@ -476,11 +475,10 @@ class WarmStart:
         if not earlier or reuse.reused(earlier, entry) is not None:
             return
         best, found = compare.closest(earlier, entry)
-        lines = report.explanation_lines(best, found, entry)
-        if lines:  # the recorded run's trace numbers mean nothing in this run
-            lines[0] = re.sub(
-                r"^Closest earlier trace: #\d+ ", "Closest recorded signature ", lines[0]
-            )
+        # the recorded run's trace numbers mean nothing in this run
+        lines = report.explanation_lines(
+            best, found, entry, closest_label="Closest recorded signature"
+        )
         logger.info(
             "tinax warm start: %s traced a signature the recorded run did not (compiled "
             "now, not ahead of its call).\n%s",

@@ -9,7 +9,7 @@ from typing import Any
 
 import jax
 
-from tinax._src.core import arrays
+from tinax._src.core import statics
 from tinax._src.models.nnx.messages import cycle_message
 
 
@@ -27,7 +27,7 @@ def path_text(name: str, path: tuple[Any, ...]) -> str:
 def _children(node: object) -> list[tuple[Any, Any]] | None:
     """The children of a pytree node with their keys, one level down (JAX flattens
     only the node itself), or ``None`` for a leaf."""
-    if arrays.array_type(type(node)) or node is None or type(node) in _SCALARS:
+    if statics.array_type(type(node)) or node is None or type(node) in _SCALARS:
         return None
     tree_util: Any = jax.tree_util
     first = [node]

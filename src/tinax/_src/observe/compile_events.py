@@ -1,6 +1,22 @@
-"""Compile time, from `jax.monitoring`: XLA compile durations attributed to the trace
-that caused them (`await_compile` after a trace is counted); loads from JAX's
-persistent compilation cache (`cache_loads`) are not compile time."""
+"""JAX's compile events (`jax.monitoring`), read for the trace that caused them: loads from
+JAX's persistent compilation cache told apart from compiles, and XLA compile time.
+
+**Loads.** JAX reports a load from its persistent cache (``jax_compilation_cache_dir``)
+with the same event as an XLA compile (`private.COMPILE_EVENT`): both end the
+same ``compile_or_get_cached`` call. A load records one more event, in the same
+thread, before the compile event ends (`private.CACHE_HIT_EVENT`). This module
+keeps, per thread, whether the compile in progress was answered that way:
+`loaded` is what every listener of the compile's end asks (``cache_loads`` counts
+them). The mark is cleared when the next compile in the thread starts (or, on a JAX
+that does not record a compile's start, at its next request to the persistent cache),
+so listeners may ask in any order, as often as they like.
+
+**Compile time.** XLA compile durations are attributed to the trace that caused them
+(`await_compile` after a trace is counted); loads are not compile time.
+
+Nothing here runs on a cached call: JAX records these events only when it
+compiles (or loads).
+"""
 
 from __future__ import annotations
 
@@ -12,12 +28,44 @@ import jax
 import jax.monitoring
 
 from tinax._src import private
-from tinax._src.observe import cache_loads
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
     from tinax._src.objects.ledger import Ledger
 
+# --- loads from the persistent cache ------------------------------------------------------
+
+
+class _Loaded(threading.local):
+    loaded: bool = False  # the compile in progress in this thread was a cache load
+
+
+_loaded = _Loaded()
+
+
+def _on_event(event: str, **metadata: object) -> None:
+    if event == private.CACHE_HIT_EVENT:
+        _loaded.loaded = True
+    elif event == private.CACHE_REQUEST_EVENT:
+        _loaded.loaded = False
+
+
+def _on_start(event: str, value: float, **metadata: object) -> None:
+    if event == private.COMPILE_EVENT:
+        _loaded.loaded = False
+
+
+def loaded() -> bool:
+    """Whether the compile that ends now, in this thread, was a load from JAX's persistent
+    compilation cache (ask from a listener of `private.COMPILE_EVENT`'s duration)."""
+    return _loaded.loaded
+
+
+jax.monitoring.register_event_listener(_on_event)
+jax.monitoring.register_scalar_listener(_on_start)
+
+
+# --- compile time ----------------------------------------------------------------------
 
 _TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 _COMPILE_EVENT = private.COMPILE_EVENT
@@ -44,7 +92,7 @@ def _compiled_as(event_name: object, name: str) -> bool:
 def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> None:
     """Adds XLA compile time to the trace that caused it: the last trace counted in
     this thread, when the compiled module carries its name. A load from JAX's
-    persistent compilation cache (`cache_loads`) is no compile: it adds nothing.
+    persistent compilation cache (`loaded`) is no compile: it adds nothing.
 
     After the trace, JAX reports at most one trace event, for the trace itself
     (none when it ran under `jax.grad` or `jax.vmap`); a further trace event,
@@ -63,7 +111,7 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
             return
         if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
             return
-        if cache_loads.loaded():  # loaded from the persistent cache: no compile time
+        if loaded():  # loaded from the persistent cache: no compile time
             return
         ledger, entry = ledger_ref(), entry_ref()
         if ledger is None or entry is None:  # the object is gone: nothing to attribute
