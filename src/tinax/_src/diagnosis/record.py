@@ -147,18 +147,19 @@ class TracedSignature:
     def __repr__(self) -> str:
         return f"<TracedSignature {self}>"
 
-    def body(self) -> str:
-        """The signature without its number, as ``str`` shows it after ``#number: ``: each
-        leaf (``x: f32[8,3], n: 3``, or ``(no arguments)``), then the mesh it was traced
-        under, if any. Two traces of one call read alike here whatever their numbers."""
-        leaves = ", ".join(f"{leaf.path}: {leaf.text}" for leaf in self.leaves)
-        text = leaves or "(no arguments)"
-        if not self.abstract_mesh.empty:
-            text += f" under {self.mesh}"
-        return text
-
     def __str__(self) -> str:
-        return f"#{self.number}: {self.body()}"
+        return f"#{self.number}: {signature_text(self)}"
+
+
+def signature_text(signature: TracedSignature) -> str:
+    """A signature without its number, as ``str`` shows it after ``#number: ``: each leaf
+    (``x: f32[8,3], n: 3``, or ``(no arguments)``), then the mesh it was traced under, if
+    any. Two traces of one call read alike here whatever their numbers."""
+    leaves = ", ".join(f"{leaf.path}: {leaf.text}" for leaf in signature.leaves)
+    text = leaves or "(no arguments)"
+    if not signature.abstract_mesh.empty:
+        text += f" under {signature.mesh}"
+    return text
 
 
 # --- text, on demand -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinax._src.diagnosis import compare, elide, report
+from tinax._src.diagnosis import compare, elide, record, report
 from tinax._src.diagnosis.errors import TraceBudgetError, TraceBudgetWarning
 from tinax._src.observe import compile_events, watchers
 from tinax._src.observe.log import logger
@@ -121,7 +121,7 @@ def committed(
         f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"
     )
     if not earlier:
-        logger.debug("%s: %s", head, entry.body())
+        logger.debug("%s: %s", head, record.signature_text(entry))
         return
     best, found = compare.closest(earlier, entry)
     lines = report.explanation_lines(best, found, entry, earlier)

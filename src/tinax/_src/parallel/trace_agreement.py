@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinax._src import private
-from tinax._src.diagnosis import compare, report, reuse
+from tinax._src.diagnosis import compare, record, report, reuse
 from tinax._src.diagnosis.kinds import HINTS
 from tinax._src.parallel import job_failure
 
@@ -98,7 +98,7 @@ def _listed(processes: Sequence[int]) -> str:
 
 
 def _payload(call: TracedSignature) -> bytes:
-    text = call.body()
+    text = record.signature_text(call)
     try:  # abstract values load as the receiver's own, so that no comparison hangs on identity
         return private.portable_dumps((text, call))
     except Exception:  # a static value that does not pickle: compare by text

@@ -43,6 +43,7 @@ from typing import Any, cast
 import attrs
 import jax
 
+from tinax._src.diagnosis import record
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.warm import values
 
@@ -158,7 +159,7 @@ def encode(signature: TracedSignature, function: object = None) -> Recorded:
     """The signature as written; raises `Unwritable` naming the value that cannot be
     written. A module-level object is written by reference (`values`): one of its own
     module, or bound to a name in ``function``'s module or ``__main__``."""
-    text = signature.body()
+    text = record.signature_text(signature)
     home = getattr(function, "__module__", None)
     modules = (home,) if isinstance(home, str) else ()
     try:
