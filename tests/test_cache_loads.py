@@ -8,16 +8,14 @@ the tests' own process never writes to a cache.
 """
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import jax.monitoring
 import pytest
 
-from test_examples import assert_page_shows, run_example, untimed
+from helpers.pages import assert_page_shows, untimed
+from helpers.processes import run_example, run_program
 from tinax._src import private
 from tinax._src.observe import cache_loads
 
@@ -86,20 +84,9 @@ def runs(tmp_path_factory):
     script = folder / "worker.py"
     script.write_text(WORKER)
     cache = folder / "cache"
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     found = []
     for run in range(2):
-        result = subprocess.run(
-            [sys.executable, str(script), str(cache), str(run)],
-            capture_output=True,
-            text=True,
-            cwd=folder,
-            env=env,
-            timeout=300,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
+        result = run_program(script, cache, run, cwd=folder, devices=None)
         found.append(json.loads(result.stdout.strip().splitlines()[-1]))
     return found
 

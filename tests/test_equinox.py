@@ -906,7 +906,8 @@ def test_traces_again_exactly_when_filter_jit_does(calls: list[Any]) -> None:
 def test_models_page_equinox_section_shows_the_real_output():
     """Each printed section of examples/models_equinox.py is the next ``text`` block of
     the page's ``## equinox`` section (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
-    from test_examples import ROOT, run_example, text_blocks, untimed
+    from helpers.pages import text_blocks, untimed
+    from helpers.processes import ROOT, run_example
 
     out = run_example("models_equinox.py")
     path = ROOT / "docs" / "models.md"

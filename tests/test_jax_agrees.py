@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statics import ByIdentity, Config
+from helpers.statics import ByIdentity, Config
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
 
 

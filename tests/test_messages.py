@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec
 
-from statics import ByIdentity, Config
+from helpers.statics import ByIdentity, Config
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
 
 

@@ -12,8 +12,6 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 import threading
 import warnings
 import weakref
@@ -27,6 +25,8 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.pages import untimed
+from helpers.processes import run_example, run_program
 from tinax._src.observe import log, policy, rebuilt, registry, trace_reports
 from tinax.jit import (
     BatchedJit,
@@ -179,26 +179,13 @@ class TestLogging:
             "except TraceBudgetError:\n"
             "    print('refused')\n"
         )
-        result = run_python(script)
+        result = run_program(script)
         assert result.stdout == "refused\n"
         assert result.stderr == ""
         assert logging.NullHandler in {type(handler) for handler in log.logger.handlers}
 
 
 # --- the overrun policy --------------------------------------------------------------------
-
-
-def run_python(script, **environment):
-    env = {k: v for k, v in os.environ.items() if k != "TINAX_ON_EXCEED"}
-    env.update(environment, JAX_PLATFORMS="cpu")
-    return subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
 
 
 class TestPolicy:
@@ -392,13 +379,11 @@ class TestPolicyFromEnvironment:
         ],
     )
     def test_environment_sets_the_default_below_object_and_context(self, value, expected):
-        result = run_python(self.SCRIPT, TINAX_ON_EXCEED=value)
-        assert result.returncode == 0, result.stderr
+        result = run_program(self.SCRIPT, env={"TINAX_ON_EXCEED": value})
         assert json.loads(result.stdout) == expected
 
     def test_import_fails_when_the_environment_names_no_policy(self):
-        result = run_python("import tinax.jit", TINAX_ON_EXCEED="warning")
-        assert result.returncode != 0
+        result = run_program("import tinax.jit", env={"TINAX_ON_EXCEED": "warning"}, returncode=1)
         assert "ValueError: tinax: the environment variable TINAX_ON_EXCEED" in result.stderr
         assert "'warning'" in result.stderr
 
@@ -865,11 +850,7 @@ class TestRebuiltWrapper:
             "import sys; from tinax._src.observe import rebuilt; "
             "assert '_pytest' not in sys.modules; print(rebuilt.current_test_run()[0])"
         )
-        environment = {**os.environ, "PYTEST_CURRENT_TEST": "tests/test_x.py::test_a (call)"}
-        result = subprocess.run(
-            [sys.executable, "-c", code], env=environment, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stderr
+        result = run_program(code, env={"PYTEST_CURRENT_TEST": "tests/test_x.py::test_a (call)"})
         assert result.stdout.strip() == "tests/test_x.py::test_a (call)"
 
     def test_a_trace_after_the_object_is_dropped_is_counted_without_the_check(self):
@@ -933,37 +914,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE_SECTION = "Compile once: JAX's persistent cache"
 
 
-def timings_aside(text):
-    """``text`` with every duration made ``<time>`` and runs of spaces made one (table
-    columns widen with the figures)."""
-    text = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", text)
-    return re.sub(r" +", " ", text)
-
-
 class TestGuide:
     def test_long_runs_page_shows_the_real_output_of_its_example(self):
-        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-        result = subprocess.run(
-            [sys.executable, os.path.join("examples", "long_runs.py")],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
+        out = run_example("long_runs.py")
         with open(os.path.join(ROOT, "docs", "long-runs.md")) as page_file:
             page = page_file.read()
         # The persistent cache's section shows another example (tests/test_cache_loads.py).
         start = page.index(f"\n## {CACHE_SECTION}\n")
         page = page[:start] + page[page.index("\n## ", start + 1) :]
-        blocks = [timings_aside(block) for block in re.findall(r"```text\n(.*?)\n```", page, re.S)]
-        sections = result.stdout.split("\n=== ")[1:]
+        blocks = [untimed(block) for block in re.findall(r"```text\n(.*?)\n```", page, re.S)]
+        sections = out.split("\n=== ")[1:]
         assert len(sections) == len(blocks) == 5
         for section in sections:
             title, _, body = section.partition("\n")
-            shown = timings_aside(body.rstrip())
+            shown = untimed(body.rstrip())
             if title.startswith("the registry"):  # rows sorted by compile time: any order
                 header, *rows = shown.splitlines()
                 assert any(

@@ -23,13 +23,19 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import tinax.parallel
-from parallel_strategies import (
+from helpers.parallel_strategies import (
     axis_names_any,
     meshes_for_shard_map,
     specs_any,
     valid_shard_setups,
 )
-from strategies import HOSTILE_CALLABLES, HOSTILE_VALUES, RaisingRepr, callables, wide_values
+from helpers.strategies import (
+    HOSTILE_CALLABLES,
+    HOSTILE_VALUES,
+    RaisingRepr,
+    callables,
+    wide_values,
+)
 from tinax.jit import batched_jit, bounded_jit
 from tinax.parallel import ShardMapped, shard_mapped
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh
 
-from strategies import (
+from helpers.strategies import (
     BUILTINS_WITH_A_SIGNATURE_FROM_3_13,
     HOSTILE_CALLABLES,
     HOSTILE_VALUES,

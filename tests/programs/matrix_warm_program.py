@@ -15,8 +15,8 @@ from contextlib import ExitStack
 
 import jax
 
-import matrix_cases as cases
 import tinax
+from helpers import matrix_cases as cases
 from tinax.jit import Budgets
 
 
