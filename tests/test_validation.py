@@ -42,6 +42,19 @@ from helpers.strategies import (
 from tinax._src.core.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
+
+@pytest.fixture
+def make_bounded(bounded_both_ways):
+    """Here, unlike in behaviour tests, through the factory and through the class."""
+    return bounded_both_ways
+
+
+@pytest.fixture
+def make_batched(batched_both_ways):
+    """Here, unlike in behaviour tests, through the factory and through the class."""
+    return batched_both_ways
+
+
 # --- functions to wrap ---------------------------------------------------------------------
 
 
