@@ -68,7 +68,7 @@ RETURN_TYPES = {
 }
 
 
-# Where the published prose is false on the JAX we support (issue 19): jax.jit 0.10.2 raises
+# Where the published prose is false on the JAX we support: jax.jit 0.10.2 raises
 # for overlapping and unknown argnames when it wraps, and accepts duplicates silently. Our
 # docstring says precisely what tinax adds instead.
 PROSE_CORRECTIONS = {

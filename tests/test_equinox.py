@@ -643,8 +643,8 @@ class TestWithoutStaticNonarrays:
 
     @pytest.mark.parametrize("kind", ["bounded", "bounded on a mesh", "batched"])
     def test_a_call_raises_tinax_hint_as_a_type_error(self, kind, mesh8):
-        """Issue 29, item 7: the call itself (JAX's slow path) says static_nonarrays=True,
-        not JAX's static_argnums, and reads as explain does."""
+        """The call itself (JAX's slow path) says static_nonarrays=True, not JAX's
+        static_argnums, and reads as explain does."""
         x = jnp.ones((8, 16)) if kind == "batched" else jnp.ones(16)
         if kind == "batched":
             step: Any = batched_jit(forward, max_traces=1, in_axes=(None, 0))

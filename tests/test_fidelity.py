@@ -1,7 +1,7 @@
 """As `jax.jit` wherever the page is silent: names of compiled modules, the attributes
 `jax.jit` copies from the function, wrap-time rejection of what it rejects,
-``clear_cache``, copies and pickling (issue 11; docs/decisions.md, "As jax.jit where
-the page is silent").
+``clear_cache``, copies and pickling (docs/decisions.md, "As jax.jit where the page is
+silent").
 
 Each test compares with what `jax.jit(function)` (for `BatchedJit`,
 ``jax.jit(jax.vmap(function))``) does with the same callable, on the installed JAX.

@@ -908,6 +908,93 @@ class TestRebuiltWrapper:
         call_refused_three_times()  # the second object at that place: no warning yet
 
 
+# --- long runs: the overrun line and the budgets table on real names -----------------------
+
+
+class TestLongRuns:
+    def test_under_warn_with_logging_on_an_overrun_is_printed_once_in_full(self, caplog):
+        step = bounded_jit(lambda x: x, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3))
+        with caplog.at_level(logging.WARNING, logger="tinax"), pytest.warns(Warning) as caught:
+            step(jnp.ones(4))
+        [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+        message = record.getMessage()
+        assert "\n" not in message
+        assert message.endswith(
+            "trace 2 is over max_traces=1 and runs (on_exceed='warn'); x: f32[3] -> f32[4] "
+            "(shape); the TraceBudgetWarning emitted now has the diagnosis."
+        )
+        [warning] = caught
+        assert "How to fix:" in str(warning.message)
+
+    def test_budgets_merges_objects_for_one_function_built_at_one_place(self):
+        def train_step(x):
+            return x
+
+        steps = [bounded_jit(train_step, max_traces=1) for _ in range(2)]
+        for step in steps:
+            step(jnp.ones(3))
+        header, *rows = str(registry.Budgets(steps)).splitlines()
+        assert header.split()[:4] == ["function", "location", "traces", "compiles"]
+        [row] = rows
+        assert row.startswith("...<locals>.train_step (x2)  ")
+        assert row.split()[3:5] == ["2/2", "2"]
+
+    def test_budgets_shows_where_objects_were_built_when_rows_would_read_alike(self):
+        def train_step(x):
+            return x
+
+        first = bounded_jit(train_step, max_traces=1)
+        second = bounded_jit(train_step, max_traces=1)
+        header, one, two = str(registry.Budgets([first, second])).splitlines()
+        assert header.split()[:4] == ["function", "location", "built", "at"]
+        assert one.split()[2] != two.split()[2]
+
+    def test_a_long_nested_name_keeps_its_tail(self):
+        def a_step_function_with_a_rather_long_name(x):
+            return x
+
+        step = bounded_jit(a_step_function_with_a_rather_long_name, max_traces=1)
+        name = str(registry.Budgets([step])).splitlines()[1].split()[0]
+        assert name == "...<locals>.a_step_function_with_a_rather_long_name"
+
+    def test_the_last_retrace_column_cuts_a_value_too_long_for_it_in_the_middle(self):
+        step = bounded_jit(lambda x, tag: x, max_traces=2, static_argnames="tag")
+        step(jnp.ones(3), tag="a" * 30)
+        step(jnp.ones(3), tag="a b c d e f g h " * 20)
+        row = str(registry.Budgets([step])).splitlines()[1]
+        assert len(row) <= 200
+        cause = row[row.index("#2: ") :]
+        assert cause.startswith("#2: tag: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' -> 'a b c d e f g h")
+        assert "..." in cause
+        assert cause.endswith("d e f g h '")  # the new value's start and end both show
+
+    def test_the_last_retrace_column_cuts_the_path_and_keeps_both_values_beside_wide_rows(
+        self,
+    ):
+        def a_training_step_function_with_a_long_descriptive_name_that_widens_its_column(x, params):
+            return x
+
+        def params(rows):
+            weights = jnp.ones((rows, 64), jnp.bfloat16)
+            return {"model": {"encoder_block_0": {"attention": {"query_proj": weights}}}}
+
+        step = bounded_jit(
+            a_training_step_function_with_a_long_descriptive_name_that_widens_its_column,
+            max_traces=2,
+        )
+        step(jnp.ones(3), params(1024))
+        step(jnp.ones(3), params(2048))
+        row = str(registry.Budgets([step])).splitlines()[1]
+        assert len(row) <= 200
+        cause = row[row.index("#2: ") :]
+        assert cause.endswith(": bf16[1024,64] -> bf16[2048,64]"), cause  # both values whole
+        assert "..." in cause  # the path (and the description) gave way
+        # the path keeps its last segment (short, so that a few characters more or less of
+        # location, this file's name and line, leave it whole)
+        assert "['query_proj']" in cause
+
+
 # --- the guide -----------------------------------------------------------------------------
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -919,7 +1006,7 @@ class TestGuide:
         out = run_example("long_runs.py")
         with open(os.path.join(ROOT, "docs", "long-runs.md")) as page_file:
             page = page_file.read()
-        # The persistent cache's section shows another example (tests/test_cache_loads.py).
+        # The persistent cache's section shows another example (tests/test_compiles.py).
         start = page.index(f"\n## {CACHE_SECTION}\n")
         page = page[:start] + page[page.index("\n## ", start + 1) :]
         blocks = [untimed(block) for block in re.findall(r"```text\n(.*?)\n```", page, re.S)]

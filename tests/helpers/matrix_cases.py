@@ -1,4 +1,4 @@
-"""The modes of `tests/test_matrix.py`: one tiny object factory per way of wrapping,
+"""The modes of `tests/test_feature_matrix.py`: one tiny object factory per way of wrapping,
 each with its reference jit, and JAX's own count of what an object made.
 
 Imported by the tests and by the warm-restart program (`matrix_warm_program.py`), which
@@ -31,7 +31,7 @@ from tinax.jit import batched_jit, bounded_jit
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"  # as tests/test_abstract.py reads it
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-COMPILE_EVENT = private.COMPILE_EVENT  # a compile or a load (tests/test_cache_loads.py)
+COMPILE_EVENT = private.COMPILE_EVENT  # a compile or a load (tests/test_compiles.py)
 CACHE_HIT_EVENT = private.CACHE_HIT_EVENT  # the compile in progress was a load
 
 SMALL, LARGE, HUGE = 8, 16, 24  # sizes of a call: each a trace (all divide over 8 devices)

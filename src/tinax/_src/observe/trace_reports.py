@@ -59,7 +59,7 @@ def overrun(
         return
     error = report.budget_error(function, max_traces, used, attempt, history, call)
     message = _overrun_message(str(error), _outcome(policy))
-    if logged:  # under "warn", one line: the warning carries the diagnosis (issue 19)
+    if logged:  # under "warn", one line: the warning carries the diagnosis, said once
         logger.warning("%s", message if policy != "warn" else _pointer(error))
     if policy == "warn":
         warn(

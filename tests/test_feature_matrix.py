@@ -1,4 +1,4 @@
-"""Every mode with every step of an object's life (issue 35).
+"""The feature matrix: every mode with every step of an object's life.
 
 The modes (`matrix_cases.MODES`): plain, static argnums/argnames, donation, ``mesh=``,
 in/out shardings, ``static_nonarrays=True`` with an equinox module (alone, and with
