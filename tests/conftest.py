@@ -16,15 +16,32 @@ from jax.sharding import AxisType
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 
+@pytest.fixture
+def make_bounded():
+    """Builds a BoundedJit through the factory: the behaviour tests run once, as users build."""
+    return bounded_jit
+
+
+@pytest.fixture
+def make_batched():
+    """Builds a BatchedJit through the factory: the behaviour tests run once, as users build."""
+    return batched_jit
+
+
+# The factory forwards its arguments to the class, so both must refuse the same inputs with
+# the same messages: the validation tests (tests/test_validation.py and the tables of invalid
+# options elsewhere) build both ways.
+
+
 @pytest.fixture(params=["factory", "class"])
-def make_bounded(request):
-    """Builds a BoundedJit through the factory or the class: both must behave the same."""
+def bounded_both_ways(request):
+    """Builds a BoundedJit through the factory or the class: both must validate the same."""
     return bounded_jit if request.param == "factory" else BoundedJit
 
 
 @pytest.fixture(params=["factory", "class"])
-def make_batched(request):
-    """Builds a BatchedJit through the factory or the class: both must behave the same."""
+def batched_both_ways(request):
+    """Builds a BatchedJit through the factory or the class: both must validate the same."""
     return batched_jit if request.param == "factory" else BatchedJit
 
 

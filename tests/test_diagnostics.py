@@ -1,7 +1,9 @@
-"""Retrace diagnostics: explain, the history table, and the diff as a property of JAX."""
+"""Retrace diagnostics: explain, the history table, the diff as a property of JAX, and every
+line true on the edge cases real programs hit (never hiding the error JAX would raise)."""
 
 import copy
 import pickle
+import warnings
 
 import attrs
 import jax
@@ -10,6 +12,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from tinax._src.diagnosis.record import signature_text
 from tinax.jit import Explanation, TraceBudgetError, batched_jit, bounded_jit
@@ -82,7 +86,7 @@ class TestExplain:
 
     @pytest.mark.parametrize("option", [{"static_argnames": "layers"}, {"static_argnums": 1}])
     def test_unhashable_static_is_named_with_its_value_when_jax_would_reject_it(self, option):
-        """Issue 29, item 8: the argument is named, however it was made static."""
+        """The argument is named, however it was made static."""
 
         def build(x, layers):
             return x
@@ -505,3 +509,271 @@ def test_an_abstract_value_without_a_short_form_prints_as_str():
 
     leaf = array_leaf("t", "t", Opaque())
     assert (leaf.text, leaf.shape, leaf.dtype, leaf.weak_type) == ("Opaque()", None, None, False)
+
+
+# --- every line is true on the edge cases real programs hit --------------------------------
+
+
+def g(w, x, y):
+    return w + x + y
+
+
+class TestRefusalsNeverHideJaxErrors:
+    def test_missing_argument_raises_the_binding_type_error_when_the_budget_is_spent(self):
+        step = bounded_jit(g, max_traces=1)
+        step(jnp.ones(3), jnp.ones(3), jnp.ones(3))
+        with pytest.raises(TypeError) as caught:
+            step(jnp.ones(3), jnp.ones(3))
+        assert str(caught.value) == "g() missing 1 required positional argument: 'y'"
+        assert step.traces_used == 1
+
+    def test_extra_argument_raises_the_binding_type_error_when_the_budget_is_spent(self):
+        step = bounded_jit(g, max_traces=1)
+        step(jnp.ones(3), jnp.ones(3), jnp.ones(3))
+        with pytest.raises(TypeError, match=r"^g\(\) takes 3 positional arguments but 4"):
+            step(jnp.ones(3), jnp.ones(3), jnp.ones(3), jnp.ones(3))
+
+    def test_inconsistent_batch_sizes_raise_vmap_s_error_when_the_budget_is_spent(self):
+        step = batched_jit(lambda x, y: x + y, max_traces=1)
+        step(jnp.ones(8), jnp.ones(8))
+        with pytest.raises(ValueError, match=r"^vmap got inconsistent sizes for array axes"):
+            step(jnp.ones(8), jnp.ones(7))
+
+    def test_rank_zero_at_in_axes_0_raises_vmap_s_error_when_the_budget_is_spent(self):
+        step = batched_jit(lambda x, y: x + y, max_traces=1)
+        step(jnp.ones(8), jnp.ones(8))
+        with pytest.raises(
+            ValueError, match=r"^vmap was requested to map its argument along axis 0"
+        ):
+            step(jnp.ones(8), jnp.ones(()))
+
+    def test_a_rejected_call_over_budget_warns_nothing_under_on_exceed_warn(self):
+        step = bounded_jit(g, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3), jnp.ones(3), jnp.ones(3))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(TypeError, match="missing 1 required positional argument"):
+                step(jnp.ones(3), jnp.ones(3))
+        assert step.traces_used == 1
+
+    def test_a_call_that_would_succeed_over_budget_is_still_refused(self):
+        step = bounded_jit(g, max_traces=1)
+        step(jnp.ones(3), jnp.ones(3), jnp.ones(3))
+        with pytest.raises(TraceBudgetError):
+            step(jnp.ones(4), jnp.ones(4), jnp.ones(4))
+
+
+class TestExplainSaysWhatJaxWouldRaise:
+    def test_explain_of_a_function_leaf_says_it_would_raise_a_type_error(self):
+        step = bounded_jit(g, max_traces=1)
+        lines = str(step.explain(jnp.ones(3), jnp.ones(3), jnp.tanh)).splitlines()
+        assert lines[0].endswith(
+            "JAX would refuse a leaf of this call; max_traces=1, traces_used=0."
+        )
+        assert lines[1] == "It would raise this error, and trace nothing:"
+        assert lines[2].startswith(
+            "TypeError: BoundedJit: the argument leaf y is <function tanh> (PjitFunction), not "
+            "an array"
+        )
+
+    def test_explain_of_an_unhashable_static_says_it_would_raise_a_value_error_naming_it(self):
+        step = bounded_jit(lambda x, cfg: x, max_traces=1, static_argnames="cfg")
+        explanation = step.explain(jnp.ones(3), cfg=[1, 2])
+        assert explanation.raises is not None
+        assert explanation.raises.startswith(
+            "ValueError: BoundedJit: the static argument cfg=[1, 2] (list) must be hashable"
+        )
+        assert "(Non-hashable static arguments are not supported)" in explanation.raises
+        assert not explanation.retraces
+
+
+class TestExplainLines:
+    def test_a_first_call_is_not_called_a_trace_again(self):
+        step = bounded_jit(lambda x: x, max_traces=1)
+        head = str(step.explain(jnp.ones(3))).splitlines()[0]
+        assert head.endswith(
+            "this call would make the first trace: max_traces=1, traces_used=0; it would be "
+            "trace 1."
+        )
+
+    def test_the_this_call_line_drops_whole_leaves_never_half_a_name(self):
+        tree = {
+            "model": {"layers": [{"weight_" + "x" * 40: jnp.ones((3, 4))} for _ in range(6)]},
+            "activation": jnp.ones(()),
+        }
+        step = bounded_jit(lambda tree, cfg: 0, max_traces=1, static_argnames="cfg")
+        line = str(step.explain(tree, cfg="relu")).splitlines()[1]
+        assert len(line) <= 200
+        assert line == (
+            "No earlier trace to compare with. This call: tree['activation']: f32[], "
+            "... 5 more ..., tree...[5]['weight_" + "x" * 40 + "']: f32[3,4], "
+            "cfg: 'relu'"
+        )
+
+
+def _diff_lines(first, second):
+    step = bounded_jit(lambda x: 0, max_traces=1)
+    step(first)
+    return str(step.explain(second)).splitlines()[1:]
+
+
+class TestHintsPointTheRightWay:
+    def test_a_typed_key_against_raw_key_data_gets_the_one_key_api_fix(self):
+        lines = _diff_lines(jax.random.key(0), jax.random.PRNGKey(0))
+        assert lines == [
+            "Closest earlier trace: #1 (1 difference):",
+            "  x: key<fry>[] -> u32[2] (key: a typed key -> raw key data (key<fry>[] vs u32[2]))",
+            "How to fix:",
+            "  key: use one key API on every call: typed keys (jax.random.key) everywhere, or raw "
+            "key data everywhere (jax.random.key_data(key) where uint32 data is needed)",
+        ]
+
+    def test_a_threefry_key_against_an_rbg_key_gets_the_one_implementation_fix(self):
+        lines = _diff_lines(jax.random.key(0), jax.random.key(0, impl="rbg"))
+        assert (
+            lines[1]
+            == "  x: key<fry>[] -> key<rbg>[] (key: PRNG implementation key<fry> -> key<rbg>)"
+        )
+        assert lines[3].startswith("  key: make every key with one PRNG implementation")
+
+    def test_python_int_against_python_float_says_what_it_is_not_cast(self):
+        lines = _diff_lines(1, 1.0)
+        assert lines[1] == (
+            "  x: weak-typed i32[] -> weak-typed f32[] (dtype: a Python int -> a Python float "
+            "(weak types i32, f32))"
+        )
+        assert lines[3] == (
+            "  dtype: a Python int and a Python float are two weak types: pass one Python type "
+            "on every call (1.0, not 1), or an array of one dtype"
+        )
+
+    def test_a_numpy_scalar_is_not_called_an_array_made_from_a_python_float(self):
+        lines = _diff_lines(0.1, np.float64(0.1))
+        assert lines[1] == (
+            "  x: weak-typed f32[] -> f32[] (weak type: a Python float -> a typed f32 value "
+            "(an array or a NumPy scalar))"
+        )
+
+    def test_the_passing_fix_is_a_whole_sentence(self):
+        step = bounded_jit(lambda x, y: 0, max_traces=1)
+        step(jnp.ones(3), y=jnp.ones(3))
+        assert str(step.explain(jnp.ones(3), jnp.ones(3))).splitlines()[-1] == (
+            "  passing: pass each argument the same way on every call, positionally or by "
+            "keyword: JAX keys its cache on how each argument was passed, not only on its value"
+        )
+
+
+class Box:
+    def __init__(self, x, aux):
+        self.x, self.aux = x, aux
+
+
+jax.tree_util.register_pytree_node(
+    Box, lambda box: ((box.x,), box.aux), lambda aux, children: Box(children[0], aux)
+)
+
+
+class TestPathsOfStaticParts:
+    def test_a_custom_node_s_aux_data_change_never_reads_as_a_child_index(self):
+        step = bounded_jit(lambda tree: 0, max_traces=2)
+        step(Box(jnp.ones(3), ("a", 1)))
+        lines = str(step.explain(Box(jnp.ones(3), ("a", 2)))).splitlines()
+        assert lines[2] == (
+            "  tree (aux data of Box): ('a', 1) -> ('a', 2) (static field: part of the tree "
+            "structure)"
+        )
+
+    def test_the_history_shows_a_row_for_aux_data_that_differs_between_traces(self):
+        step = bounded_jit(lambda tree: 0, max_traces=3)
+        for aux in (("a", 1), ("a", 2), ("a", 2)):
+            step(Box(jnp.ones(3), aux))
+        step(Box(jnp.ones(3), ("b", 0)))
+        table = str(step.traced_signatures).splitlines()
+        assert table[2].split("  ")[0] == "* tree (aux data of Box)"
+        assert [cell for cell in table[2].split("  ") if cell][1:] == [
+            "('a', 1)",
+            "('a', 2)",
+            "('b', 0)",
+        ]
+
+    def test_the_history_shows_a_row_for_a_dataclass_static_field(self):
+        import dataclasses
+
+        @jax.tree_util.register_dataclass
+        @dataclasses.dataclass
+        class Layer:
+            w: jax.Array
+            scale: float = dataclasses.field(metadata={"static": True})
+
+        step = bounded_jit(lambda layer: 0, max_traces=2)
+        step(Layer(jnp.ones(2), 1.0))
+        step(Layer(jnp.ones(2), 2.0))
+        rows = str(step.traced_signatures).splitlines()
+        assert "* layer.scale (static field)  1.0     2.0" in rows
+
+
+class TestEdgeInputs:
+    def test_explain_of_a_donated_buffer_says_the_call_would_raise(self):
+        step = bounded_jit(lambda x: x + 1, max_traces=1, donate_argnums=0)
+        x = jnp.ones(3)
+        step(x)
+        explanation = step.explain(x)
+        assert explanation.raises == (
+            "RuntimeError or ValueError: x is a deleted array (donated to an earlier call, or "
+            "deleted); pass a live array"
+        )
+        assert explanation.reuses is None
+
+    def test_a_python_bool_against_a_python_int_is_not_a_cast(self):
+        lines = _diff_lines(True, 1)
+        assert lines[1] == (
+            "  x: bool[] -> weak-typed i32[] (dtype: a bool (True/False or a bool array) -> a "
+            "Python int)"
+        )
+        assert lines[3].startswith("  dtype: a bool is typed bool[] (never weak)")
+
+    def test_a_typed_number_against_a_python_number_keeps_the_weak_type_hint(self):
+        lines = _diff_lines(np.int32(1), 1)
+        assert lines[1] == (
+            "  x: i32[] -> weak-typed i32[] (weak type: a typed i32 value (an array or a NumPy "
+            "scalar) -> a Python int)"
+        )
+
+    def test_a_reused_trace_on_a_2x4_auto_mesh_with_another_spec_would_compile_again(self):
+        mesh = jax.make_mesh((2, 4), ("a", "b"), axis_types=(AxisType.Auto, AxisType.Auto))
+        step = batched_jit(lambda x: x * 2, max_traces=1, mesh=mesh)
+        batch = np.ones((8, 8), np.float32)
+        step(jax.device_put(batch, NamedSharding(mesh, P("a"))))
+        by_b = jax.device_put(batch, NamedSharding(mesh, P("b")))
+        assert (
+            str(step.explain(by_b))
+            .splitlines()[1]
+            .endswith("input sharding changed: x: placed P('a',) -> placed P('b',).")
+        )
+        step(by_b)
+        assert (step.traces_used, step.compiles_used) == (1, 2)
+
+    def test_an_object_staged_into_an_outer_jit_compiles_nothing_itself(self):
+        inner = bounded_jit(lambda x: x * 2, max_traces=1)
+        jax.jit(lambda x: inner(x) + 1)(jnp.ones(3))
+        assert (inner.traces_used, inner.compiles_used) == (1, 0)
+
+
+def test_the_this_call_line_fits_with_a_name_and_a_value_longer_than_the_limit():
+    step = bounded_jit(lambda tree, cfg: 0, max_traces=1, static_argnames="cfg")
+    tree = {"k" * 250: {"leaf": jnp.ones(2)}, "short": jnp.ones(3)}
+    line = str(step.explain(tree, cfg="v " * 150)).splitlines()[1]
+    assert len(line) <= 200
+    assert "tree['short']: f32[3]" in line
+    assert line.endswith(" ...")  # the value cut at a word, never the name
+    assert "cfg: 'v v v" in line
+
+
+@pytest.mark.parametrize("budget", [1, 2], ids=["spent", "to-spare"])
+def test_a_deleted_array_with_a_new_shape_raises_jax_s_runtime_error(budget):
+    step = bounded_jit(lambda x: x + 1, max_traces=budget)
+    step(jnp.ones(3))
+    gone = jnp.ones(5)
+    gone.delete()
+    with pytest.raises(RuntimeError, match=r"^Array has been deleted with shape=float32\[5\]\."):
+        step(gone)

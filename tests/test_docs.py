@@ -6,11 +6,8 @@ for each of them in the page that `mkdocs build` generates from our docstrings.
 The site is built once per test session, into a temporary directory.
 """
 
-import os
 import pathlib
 import re
-import subprocess
-import sys
 import time
 import tomllib
 from html.parser import HTMLParser
@@ -18,6 +15,7 @@ from html.parser import HTMLParser
 import pytest
 
 import tinax
+from helpers.processes import Module, run_program
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "tests" / "data" / "jit-page.txt"
@@ -70,7 +68,7 @@ RETURN_TYPES = {
 }
 
 
-# Where the published prose is false on the JAX we support (issue 19): jax.jit 0.10.2 raises
+# Where the published prose is false on the JAX we support: jax.jit 0.10.2 raises
 # for overlapping and unknown argnames when it wraps, and accepts duplicates silently. Our
 # docstring says precisely what tinax adds instead.
 PROSE_CORRECTIONS = {
@@ -244,16 +242,14 @@ def parameter_parts(parameter):
 def build(tmp_path_factory):
     """``mkdocs build --strict`` into a temporary directory, once for this module."""
     site = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+    result = run_program(
+        Module("mkdocs"),
+        *("build", "--strict", "--site-dir", site),
         cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+        env={"NO_MKDOCS_2_WARNING": "1"},
         timeout=BUILD_TIMEOUT_S,
-        check=False,
+        returncode=None,
     )
     return site, result, time.perf_counter() - started
 

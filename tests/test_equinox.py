@@ -643,8 +643,8 @@ class TestWithoutStaticNonarrays:
 
     @pytest.mark.parametrize("kind", ["bounded", "bounded on a mesh", "batched"])
     def test_a_call_raises_tinax_hint_as_a_type_error(self, kind, mesh8):
-        """Issue 29, item 7: the call itself (JAX's slow path) says static_nonarrays=True,
-        not JAX's static_argnums, and reads as explain does."""
+        """The call itself (JAX's slow path) says static_nonarrays=True, not JAX's
+        static_argnums, and reads as explain does."""
         x = jnp.ones((8, 16)) if kind == "batched" else jnp.ones(16)
         if kind == "batched":
             step: Any = batched_jit(forward, max_traces=1, in_axes=(None, 0))
@@ -906,7 +906,8 @@ def test_traces_again_exactly_when_filter_jit_does(calls: list[Any]) -> None:
 def test_models_page_equinox_section_shows_the_real_output():
     """Each printed section of examples/models_equinox.py is the next ``text`` block of
     the page's ``## equinox`` section (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
-    from test_examples import ROOT, run_example, text_blocks, untimed
+    from helpers.pages import text_blocks, untimed
+    from helpers.processes import ROOT, run_example
 
     out = run_example("models_equinox.py")
     path = ROOT / "docs" / "models.md"

@@ -1,27 +1,7 @@
 """The examples run, end to end, as a newcomer would run them; the docs show their output."""
 
-import os
-import pathlib
-import re
-import subprocess
-import sys
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def run_example(name, *arguments):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / name), *map(str, arguments)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+from helpers.pages import assert_page_shows, untimed
+from helpers.processes import run_example
 
 
 def test_quickstart_runs_and_shows_the_budget_error():
@@ -34,48 +14,10 @@ def test_quickstart_runs_and_shows_the_budget_error():
     assert "per-example losses match plain jax.vmap" in out
 
 
-def text_blocks(page):
-    """The ``text`` code blocks of a markdown page, in order, as (start, end) offsets of
-    their content (empty blocks included)."""
-    return [match.span(1) for match in re.finditer(r"```text\n(.*?)\n?```", page, re.DOTALL)]
-
-
-def assert_page_shows(out, page_name, count, *, section=None, normalize=lambda text: text):
-    """Each section an example printed (``=== title`` lines) is the next ``text`` block of
-    the page (or of its ``## section``), verbatim after ``normalize``. With
-    ``TINAX_REGENERATE_DOCS=1`` the output is written into the page instead (then check
-    the diff and commit it)."""
-    path = ROOT / "docs" / page_name
-    page = path.read_text()
-    start, end = 0, len(page)
-    if section is not None:
-        start = page.index(f"\n## {section}\n")
-        following = page.find("\n## ", start + 1)
-        end = len(page) if following < 0 else following
-    sections = [part.partition("\n") for part in out.split("\n=== ")[1:]]
-    blocks = [(a + start, b + start) for a, b in text_blocks(page[start:end])]
-    assert len(sections) == len(blocks) == count
-    if os.environ.get("TINAX_REGENERATE_DOCS") == "1":
-        for (a, b), (_, _, body) in reversed(list(zip(blocks, sections, strict=True))):
-            page = page[:a] + body.rstrip() + page[b:]
-        path.write_text(page)
-        return
-    for (a, b), (title, _, body) in zip(blocks, sections, strict=True):
-        shown, printed = normalize(page[a:b]), normalize(body.rstrip())
-        assert shown == printed, f"section {title!r} is out of date"
-
-
 def test_debugging_retraces_page_shows_the_real_output():
     """Each section the script prints is the page's next ``text`` block, verbatim but for
     durations."""
     assert_page_shows(run_example("retraces.py"), "debugging-retraces.md", 8, normalize=untimed)
-
-
-def untimed(text):
-    """``text`` with durations (trace and compile times differ per run) masked, and runs of
-    spaces made one."""
-    text = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", text)
-    return re.sub(r" +", " ", text)  # the timing columns widen with the figures
 
 
 def test_porting_page_shows_the_real_output():

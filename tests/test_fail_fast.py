@@ -1,6 +1,6 @@
 """`tinax.parallel.fail_fast`: real multi-process JAX jobs (gloo on CPU) that fail fast.
 
-Each multi-process test starts ``fail_fast_worker.py`` once per process, all
+Each multi-process test starts ``programs/fail_fast_worker.py`` once per process, all
 joined through ``jax.distributed.initialize`` on 127.0.0.1, and checks how and
 when they end. The failing process prints ``FAILING AT <time>`` just before
 its failure; exit times are taken by polling the processes here.
@@ -10,11 +10,9 @@ import math
 import os
 import pickle
 import re
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -25,16 +23,23 @@ from hypothesis import strategies as st
 from jax.sharding import AxisType
 from jax.sharding import PartitionSpec as P
 
-from test_examples import run_example, text_blocks, untimed
-from test_multiprocess import free_port, worker_env
+from helpers.pages import text_blocks, untimed
+from helpers.processes import (
+    PROGRAMS,
+    ROOT,
+    STDOUT,
+    free_port,
+    run_example,
+    run_program,
+    start_program,
+)
 from tinax._src import private
 from tinax._src.diagnosis import compare, reuse
 from tinax._src.parallel import job_failure, trace_agreement
 from tinax.jit import bounded_jit
 from tinax.parallel import fail_fast
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-WORKER = REPO_ROOT / "tests" / "fail_fast_worker.py"
+WORKER = PROGRAMS / "fail_fast_worker.py"
 # Generous, for a loaded 2-core machine: a scenario takes a few seconds.
 TIMEOUT_S = 120
 # The issue's bound from the failure to the exit of the last process.
@@ -72,9 +77,7 @@ def run_job(tmp_path, scenario, processes=2, extra=()):
         for index in range(processes):
             log_path = tmp_path / f"process{index}.log"
             logs.append(log_path)
-            command = [
-                sys.executable,
-                str(WORKER),
+            arguments = [
                 f"--process-id={index}",
                 f"--num-processes={processes}",
                 f"--port={port}",
@@ -83,12 +86,8 @@ def run_job(tmp_path, scenario, processes=2, extra=()):
             ]
             with open(log_path, "wb") as log:
                 workers.append(
-                    subprocess.Popen(
-                        command,
-                        cwd=REPO_ROOT,
-                        env=worker_env(),
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
+                    start_program(
+                        WORKER, *arguments, cwd=ROOT, devices=None, stdout=log, stderr=STDOUT
                     )
                 )
         exit_times = [None] * processes
@@ -182,7 +181,7 @@ class TestExitStatus:
         ids=repr,
     )
     def test_the_status_is_the_one_the_system_reports(self, code, status):
-        result = subprocess.run([sys.executable, "-c", f"import sys; sys.exit({code})"])
+        result = run_program(f"import sys; sys.exit({code})", returncode=status, capture=False)
         assert result.returncode == status == job_failure.exit_status(code)
 
     def test_sys_exit_is_unchanged_without_a_job(self):
@@ -387,7 +386,7 @@ def test_the_guide_shows_the_real_output_of_the_example():
     """Each job the example runs is the next ``text`` block of the guide's multi-host
     section, verbatim but for times (``TINAX_REGENERATE_DOCS=1`` writes them in)."""
     out = run_example("fail_fast.py")
-    path = REPO_ROOT / "docs" / "migrating-from-pmap.md"
+    path = ROOT / "docs" / "migrating-from-pmap.md"
     page = path.read_text()
     section = page.index("## Many hosts: fail fast")
     jobs = [job.partition("\n") for job in out.split("=== ")[1:]]

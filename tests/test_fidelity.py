@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from strategies import valid_functions
+from helpers.strategies import valid_functions
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
 # --- every kind of callable --------------------------------------------------------------
@@ -290,10 +290,10 @@ class TestMethodDecoratorObjects:
             jax.jit(decorator(undocumented))
 
     @pytest.mark.parametrize("decorator", DECORATORS)
-    def test_bounded_rejects_it_at_wrap_time(self, make_bounded, decorator):
+    def test_bounded_rejects_it_at_wrap_time(self, bounded_both_ways, decorator):
         value = decorator(undocumented)
         with pytest.raises(TypeError) as caught:
-            make_bounded(value, max_traces=1)
+            bounded_both_ways(value, max_traces=1)
         name = decorator.__name__
         assert str(caught.value) == (
             f"BoundedJit: function must be a callable, not a {name} object (wrap the plain "
@@ -301,9 +301,9 @@ class TestMethodDecoratorObjects:
         )
 
     @pytest.mark.parametrize("decorator", DECORATORS)
-    def test_batched_rejects_it_at_wrap_time(self, make_batched, decorator):
+    def test_batched_rejects_it_at_wrap_time(self, batched_both_ways, decorator):
         with pytest.raises(TypeError, match=r"^BatchedJit: function must be a callable, not a "):
-            make_batched(decorator(undocumented), max_traces=1)
+            batched_both_ways(decorator(undocumented), max_traces=1)
 
     @settings(
         max_examples=60,

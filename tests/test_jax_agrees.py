@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from statics import ByIdentity, Config
+from helpers.statics import ByIdentity, Config
 from tinax.jit import TraceBudgetError, batched_jit, bounded_jit
 
 
@@ -236,7 +236,7 @@ def test_keyword_arguments_in_another_order_are_the_same_call(first, data):
     assert explanation.retraces == (step.traces_used == 2), str(explanation)
 
 
-# --- calls JAX rejects: the same exception, budget spent or not (issue 19) ------------------
+# --- calls JAX rejects: the same exception, budget spent or not ----------------------------
 
 
 REJECTED = {
@@ -253,7 +253,7 @@ REJECTED = {
 }
 
 
-# Refused by jax.jit for a leaf it cannot trace: the call says it as explain does (issue 29).
+# Refused by jax.jit for a leaf it cannot trace: the call says it as explain does.
 LEAF_REFUSED = ("function leaf", "string leaf")
 
 

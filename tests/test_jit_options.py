@@ -593,9 +593,9 @@ INVALID = [
 
 
 @pytest.mark.parametrize(("options", "error", "pattern"), INVALID, ids=lambda v: str(v)[:40])
-def test_invalid_options_are_refused_at_wrap_time(make_bounded, options, error, pattern):
+def test_invalid_options_are_refused_at_wrap_time(bounded_both_ways, options, error, pattern):
     with pytest.raises(error, match=pattern):
-        make_bounded(f3, max_traces=1, **options)
+        bounded_both_ways(f3, max_traces=1, **options)
 
 
 # Fields each class checks itself; every other field is a jax.jit or model option, which
@@ -689,12 +689,12 @@ def test_argnums_out_of_range_for_a_positional_only_signature():
 
 
 @pytest.mark.parametrize("value", [2**31, -(2**31) - 1, (0, 2**40)])
-def test_static_argnums_past_a_c_int_are_refused_at_wrap_time(make_bounded, value):
+def test_static_argnums_past_a_c_int_are_refused_at_wrap_time(bounded_both_ways, value):
     # Under *args no signature bounds them; jaxlib keeps static positions as C ints, and its
     # binding's TypeError would come at the first use, where the jax.jit object is built.
     with pytest.raises(ValueError, match=r"static_argnums must be positions between -2\*\*31"):
-        make_bounded(star, max_traces=1, static_argnums=value)
-    assert make_bounded(star, max_traces=1, static_argnums=2**31 - 1)._jitted is not None
+        bounded_both_ways(star, max_traces=1, static_argnums=value)
+    assert bounded_both_ways(star, max_traces=1, static_argnums=2**31 - 1)._jitted is not None
 
 
 def test_in_shardings_counts_parameters_with_defaults_as_optional():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec
 
-from statics import ByIdentity, Config
+from helpers.statics import ByIdentity, Config
 from tinax.jit import TraceBudgetError, TraceBudgetWarning, batched_jit, bounded_jit
 
 

@@ -1,23 +1,18 @@
 """`batched_jit` across two JAX processes: multi-controller JAX on CPU, gloo collectives.
 
-The work is done by two subprocesses running ``multiprocess_worker.py``; each
+The work is done by two subprocesses running ``programs/multiprocess_worker.py``; each
 writes a JSON report, checked here against a single-process NumPy computation.
 """
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-from multiprocess_worker import make_batch, make_params, per_example_loss
+from helpers.processes import PROGRAMS, ROOT, STDOUT, TimeoutExpired, free_port, start_program
+from programs.multiprocess_worker import make_batch, make_params, per_example_loss
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-WORKER = REPO_ROOT / "tests" / "multiprocess_worker.py"
+WORKER = PROGRAMS / "multiprocess_worker.py"
 NUM_PROCESSES = 2
 # For both workers together; generous, for a loaded 2-core machine (a run takes seconds).
 TIMEOUT_S = 180
@@ -31,41 +26,17 @@ EXPECTED_SEEN = {
 }
 
 
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing is listening on at the moment."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def worker_env():
-    """This process's environment, less XLA_FLAGS and proxy settings.
-
-    The workers choose their own device count. A proxy setting (``http_proxy``
-    and the like) would send the workers' gRPC traffic to 127.0.0.1 through the
-    proxy, so they would never find each other.
-    """
-    return {
-        name: value
-        for name, value in os.environ.items()
-        if name != "XLA_FLAGS" and not name.lower().endswith("_proxy")
-    }
-
-
 def start_worker(process_id, port, tmp_path):
     """Starts one worker; its stdout and stderr both go to ``worker<process_id>.log``."""
-    command = [
-        sys.executable,
-        str(WORKER),
+    arguments = [
         f"--process-id={process_id}",
         f"--port={port}",
         f"--out={tmp_path / f'report{process_id}.json'}",
     ]
     with open(tmp_path / f"worker{process_id}.log", "wb") as log:
-        # The child keeps its own copy of the log's file descriptor.
-        return subprocess.Popen(
-            command, cwd=REPO_ROOT, env=worker_env(), stdout=log, stderr=subprocess.STDOUT
-        )
+        # The child keeps its own copy of the log's file descriptor; the workers choose
+        # their own device count.
+        return start_program(WORKER, *arguments, cwd=ROOT, devices=None, stdout=log, stderr=STDOUT)
 
 
 def wait_for(workers, timeout_s):
@@ -74,7 +45,7 @@ def wait_for(workers, timeout_s):
     try:
         for worker in workers:
             worker.wait(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
+    except TimeoutExpired:
         return False
     return True
 

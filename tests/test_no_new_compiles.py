@@ -1,4 +1,4 @@
-"""tinax.testing.no_new_compiles: a scope in which nothing is traced or compiled (issue 27).
+"""tinax.testing.no_new_compiles: a scope in which nothing is traced or compiled.
 
 Budgeted objects refuse a trace or a compile before it happens, with the budget
 error's diagnosis; every other JAX compile in the scope makes the scope raise at

@@ -12,8 +12,6 @@ import json
 import logging
 import os
 import re
-import subprocess
-import sys
 import threading
 import warnings
 import weakref
@@ -27,6 +25,8 @@ from flax import nnx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.pages import untimed
+from helpers.processes import run_example, run_program
 from tinax._src.observe import log, policy, rebuilt, registry, trace_reports
 from tinax.jit import (
     BatchedJit,
@@ -179,26 +179,13 @@ class TestLogging:
             "except TraceBudgetError:\n"
             "    print('refused')\n"
         )
-        result = run_python(script)
+        result = run_program(script)
         assert result.stdout == "refused\n"
         assert result.stderr == ""
         assert logging.NullHandler in {type(handler) for handler in log.logger.handlers}
 
 
 # --- the overrun policy --------------------------------------------------------------------
-
-
-def run_python(script, **environment):
-    env = {k: v for k, v in os.environ.items() if k != "TINAX_ON_EXCEED"}
-    env.update(environment, JAX_PLATFORMS="cpu")
-    return subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
 
 
 class TestPolicy:
@@ -392,13 +379,11 @@ class TestPolicyFromEnvironment:
         ],
     )
     def test_environment_sets_the_default_below_object_and_context(self, value, expected):
-        result = run_python(self.SCRIPT, TINAX_ON_EXCEED=value)
-        assert result.returncode == 0, result.stderr
+        result = run_program(self.SCRIPT, env={"TINAX_ON_EXCEED": value})
         assert json.loads(result.stdout) == expected
 
     def test_import_fails_when_the_environment_names_no_policy(self):
-        result = run_python("import tinax.jit", TINAX_ON_EXCEED="warning")
-        assert result.returncode != 0
+        result = run_program("import tinax.jit", env={"TINAX_ON_EXCEED": "warning"}, returncode=1)
         assert "ValueError: tinax: the environment variable TINAX_ON_EXCEED" in result.stderr
         assert "'warning'" in result.stderr
 
@@ -865,11 +850,7 @@ class TestRebuiltWrapper:
             "import sys; from tinax._src.observe import rebuilt; "
             "assert '_pytest' not in sys.modules; print(rebuilt.current_test_run()[0])"
         )
-        environment = {**os.environ, "PYTEST_CURRENT_TEST": "tests/test_x.py::test_a (call)"}
-        result = subprocess.run(
-            [sys.executable, "-c", code], env=environment, capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stderr
+        result = run_program(code, env={"PYTEST_CURRENT_TEST": "tests/test_x.py::test_a (call)"})
         assert result.stdout.strip() == "tests/test_x.py::test_a (call)"
 
     def test_a_trace_after_the_object_is_dropped_is_counted_without_the_check(self):
@@ -927,43 +908,113 @@ class TestRebuiltWrapper:
         call_refused_three_times()  # the second object at that place: no warning yet
 
 
+# --- long runs: the overrun line and the budgets table on real names -----------------------
+
+
+class TestLongRuns:
+    def test_under_warn_with_logging_on_an_overrun_is_printed_once_in_full(self, caplog):
+        step = bounded_jit(lambda x: x, max_traces=1, on_exceed="warn")
+        step(jnp.ones(3))
+        with caplog.at_level(logging.WARNING, logger="tinax"), pytest.warns(Warning) as caught:
+            step(jnp.ones(4))
+        [record] = [r for r in caplog.records if r.levelno == logging.WARNING]
+        message = record.getMessage()
+        assert "\n" not in message
+        assert message.endswith(
+            "trace 2 is over max_traces=1 and runs (on_exceed='warn'); x: f32[3] -> f32[4] "
+            "(shape); the TraceBudgetWarning emitted now has the diagnosis."
+        )
+        [warning] = caught
+        assert "How to fix:" in str(warning.message)
+
+    def test_budgets_merges_objects_for_one_function_built_at_one_place(self):
+        def train_step(x):
+            return x
+
+        steps = [bounded_jit(train_step, max_traces=1) for _ in range(2)]
+        for step in steps:
+            step(jnp.ones(3))
+        header, *rows = str(registry.Budgets(steps)).splitlines()
+        assert header.split()[:4] == ["function", "location", "traces", "compiles"]
+        [row] = rows
+        assert row.startswith("...<locals>.train_step (x2)  ")
+        assert row.split()[3:5] == ["2/2", "2"]
+
+    def test_budgets_shows_where_objects_were_built_when_rows_would_read_alike(self):
+        def train_step(x):
+            return x
+
+        first = bounded_jit(train_step, max_traces=1)
+        second = bounded_jit(train_step, max_traces=1)
+        header, one, two = str(registry.Budgets([first, second])).splitlines()
+        assert header.split()[:4] == ["function", "location", "built", "at"]
+        assert one.split()[2] != two.split()[2]
+
+    def test_a_long_nested_name_keeps_its_tail(self):
+        def a_step_function_with_a_rather_long_name(x):
+            return x
+
+        step = bounded_jit(a_step_function_with_a_rather_long_name, max_traces=1)
+        name = str(registry.Budgets([step])).splitlines()[1].split()[0]
+        assert name == "...<locals>.a_step_function_with_a_rather_long_name"
+
+    def test_the_last_retrace_column_cuts_a_value_too_long_for_it_in_the_middle(self):
+        step = bounded_jit(lambda x, tag: x, max_traces=2, static_argnames="tag")
+        step(jnp.ones(3), tag="a" * 30)
+        step(jnp.ones(3), tag="a b c d e f g h " * 20)
+        row = str(registry.Budgets([step])).splitlines()[1]
+        assert len(row) <= 200
+        cause = row[row.index("#2: ") :]
+        assert cause.startswith("#2: tag: 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' -> 'a b c d e f g h")
+        assert "..." in cause
+        assert cause.endswith("d e f g h '")  # the new value's start and end both show
+
+    def test_the_last_retrace_column_cuts_the_path_and_keeps_both_values_beside_wide_rows(
+        self,
+    ):
+        def a_training_step_function_with_a_long_descriptive_name_that_widens_its_column(x, params):
+            return x
+
+        def params(rows):
+            weights = jnp.ones((rows, 64), jnp.bfloat16)
+            return {"model": {"encoder_block_0": {"attention": {"query_proj": weights}}}}
+
+        step = bounded_jit(
+            a_training_step_function_with_a_long_descriptive_name_that_widens_its_column,
+            max_traces=2,
+        )
+        step(jnp.ones(3), params(1024))
+        step(jnp.ones(3), params(2048))
+        row = str(registry.Budgets([step])).splitlines()[1]
+        assert len(row) <= 200
+        cause = row[row.index("#2: ") :]
+        assert cause.endswith(": bf16[1024,64] -> bf16[2048,64]"), cause  # both values whole
+        assert "..." in cause  # the path (and the description) gave way
+        # the path keeps its last segment (short, so that a few characters more or less of
+        # location, this file's name and line, leave it whole)
+        assert "['query_proj']" in cause
+
+
 # --- the guide -----------------------------------------------------------------------------
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE_SECTION = "Compile once: JAX's persistent cache"
 
 
-def timings_aside(text):
-    """``text`` with every duration made ``<time>`` and runs of spaces made one (table
-    columns widen with the figures)."""
-    text = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", text)
-    return re.sub(r" +", " ", text)
-
-
 class TestGuide:
     def test_long_runs_page_shows_the_real_output_of_its_example(self):
-        env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-        result = subprocess.run(
-            [sys.executable, os.path.join("examples", "long_runs.py")],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
+        out = run_example("long_runs.py")
         with open(os.path.join(ROOT, "docs", "long-runs.md")) as page_file:
             page = page_file.read()
-        # The persistent cache's section shows another example (tests/test_cache_loads.py).
+        # The persistent cache's section shows another example (tests/test_compiles.py).
         start = page.index(f"\n## {CACHE_SECTION}\n")
         page = page[:start] + page[page.index("\n## ", start + 1) :]
-        blocks = [timings_aside(block) for block in re.findall(r"```text\n(.*?)\n```", page, re.S)]
-        sections = result.stdout.split("\n=== ")[1:]
+        blocks = [untimed(block) for block in re.findall(r"```text\n(.*?)\n```", page, re.S)]
+        sections = out.split("\n=== ")[1:]
         assert len(sections) == len(blocks) == 5
         for section in sections:
             title, _, body = section.partition("\n")
-            shown = timings_aside(body.rstrip())
+            shown = untimed(body.rstrip())
             if title.startswith("the registry"):  # rows sorted by compile time: any order
                 header, *rows = shown.splitlines()
                 assert any(

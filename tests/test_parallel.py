@@ -3,7 +3,8 @@
 Every validation test builds through both the factory and the class (the
 ``make_sharded`` fixture): the factory only forwards, so both paths must
 validate identically. Construction does not trace, so those tests are fast;
-the behaviour tests run the mapped function on 8 CPU devices.
+the behaviour tests build once, through the factory, and run the mapped function
+on 8 CPU devices.
 """
 
 import collections
@@ -23,13 +24,19 @@ from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import tinax.parallel
-from parallel_strategies import (
+from helpers.parallel_strategies import (
     axis_names_any,
     meshes_for_shard_map,
     specs_any,
     valid_shard_setups,
 )
-from strategies import HOSTILE_CALLABLES, HOSTILE_VALUES, RaisingRepr, callables, wide_values
+from helpers.strategies import (
+    HOSTILE_CALLABLES,
+    HOSTILE_VALUES,
+    RaisingRepr,
+    callables,
+    wide_values,
+)
 from tinax.jit import batched_jit, bounded_jit
 from tinax.parallel import ShardMapped, shard_mapped
 
@@ -67,7 +74,7 @@ class Pair(NamedTuple):
 
 @pytest.fixture(params=["factory", "class"])
 def make_sharded(request):
-    """Builds a ShardMapped through the factory or the class: both must behave the same."""
+    """Builds a ShardMapped through the factory or the class: both must validate the same."""
     return shard_mapped if request.param == "factory" else ShardMapped
 
 
@@ -610,28 +617,28 @@ def features(v):
 
 
 class TestBehaviour:
-    def test_batched_jit_in_the_body_matches_vmap_under_bounded_jit(self, make_sharded, mesh8):
+    def test_batched_jit_in_the_body_matches_vmap_under_bounded_jit(self, mesh8):
         body = batched_jit(features, max_traces=1)
         step = bounded_jit(
-            make_sharded(body, mesh=mesh8, in_specs=P("x"), out_specs=P("x")), max_traces=1
+            shard_mapped(body, mesh=mesh8, in_specs=P("x"), out_specs=P("x")), max_traces=1
         )
         x = jnp.arange(48.0).reshape(16, 3) / 10
         np.testing.assert_allclose(step(x), jax.vmap(features)(x), rtol=1e-6)
         np.testing.assert_allclose(step(x + 1), jax.vmap(features)(x + 1), rtol=1e-6)
         assert (step.traces_used, body.traces_used) == (1, 1)
 
-    def test_collectives_match_pmap(self, make_sharded, mesh8):
+    def test_collectives_match_pmap(self, mesh8):
         def body(v):
             return jax.lax.psum(v, "x"), v - jax.lax.pmean(v, "x"), jax.lax.pmax(v, "x")
 
         x = jnp.arange(24.0).reshape(8, 3) ** 2
         expected = jax.pmap(body, axis_name="x")(x)
-        mapped = make_sharded(body, mesh=mesh8, in_specs=P("x"), out_specs=P("x"))
+        mapped = shard_mapped(body, mesh=mesh8, in_specs=P("x"), out_specs=P("x"))
         for ours, theirs in zip(jax.jit(mapped)(x), expected, strict=True):
             np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
-    def test_runs_eagerly_without_an_outer_jit(self, make_sharded, mesh8):
-        mapped = make_sharded(
+    def test_runs_eagerly_without_an_outer_jit(self, mesh8):
+        mapped = shard_mapped(
             lambda v: v - jax.lax.pmean(v.mean(), "x"),
             mesh=mesh8,
             in_specs=P("x"),
@@ -641,18 +648,18 @@ class TestBehaviour:
         np.testing.assert_allclose(out, jnp.arange(16.0) - 7.5)
         assert out.sharding.spec == P("x")
 
-    def test_body_sees_the_local_shard(self, make_sharded, mesh8):
-        mapped = make_sharded(
+    def test_body_sees_the_local_shard(self, mesh8):
+        mapped = shard_mapped(
             lambda v: jnp.full((1,), v.shape[0]), mesh=mesh8, in_specs=P("x"), out_specs=P("x")
         )
         assert mapped(jnp.zeros(16)).tolist() == [2] * 8
 
-    def test_none_in_specs_entry_passes_the_argument_unmapped(self, make_sharded, mesh8):
-        mapped = make_sharded(scale, mesh=mesh8, in_specs=(P("x"), None), out_specs=P("x"))
+    def test_none_in_specs_entry_passes_the_argument_unmapped(self, mesh8):
+        mapped = shard_mapped(scale, mesh=mesh8, in_specs=(P("x"), None), out_specs=P("x"))
         assert mapped(jnp.ones(8), 3).tolist() == [3.0] * 8
 
-    def test_partial_manual_axis_names_leave_other_axes_auto(self, make_sharded, mesh_xy):
-        mapped = make_sharded(
+    def test_partial_manual_axis_names_leave_other_axes_auto(self, mesh_xy):
+        mapped = shard_mapped(
             lambda v: v * jax.lax.axis_index("x"),
             mesh=mesh_xy,
             in_specs=P("x"),
@@ -663,24 +670,22 @@ class TestBehaviour:
         np.testing.assert_array_equal(mapped(jnp.ones((4, 8))), expected)
         np.testing.assert_array_equal(jax.jit(mapped)(jnp.ones((4, 8))), expected)
 
-    def test_check_vma_true_rejects_a_varying_output_declared_replicated(self, make_sharded, mesh8):
-        mapped = make_sharded(double, mesh=mesh8, in_specs=P("x"), out_specs=P())
+    def test_check_vma_true_rejects_a_varying_output_declared_replicated(self, mesh8):
+        mapped = shard_mapped(double, mesh=mesh8, in_specs=P("x"), out_specs=P())
         with pytest.raises(ValueError, match="out_specs"):
             jax.jit(mapped)(jnp.arange(8.0))
 
-    def test_check_vma_false_trusts_out_specs(self, make_sharded, mesh8):
-        mapped = make_sharded(double, mesh=mesh8, in_specs=P("x"), out_specs=P(), check_vma=False)
+    def test_check_vma_false_trusts_out_specs(self, mesh8):
+        mapped = shard_mapped(double, mesh=mesh8, in_specs=P("x"), out_specs=P(), check_vma=False)
         assert jax.jit(mapped)(jnp.arange(8.0)).shape == (1,)
 
-    def test_runs_on_an_explicit_mesh_with_arguments_sharded_as_in_specs(
-        self, make_sharded, explicit_mesh8
-    ):
-        mapped = make_sharded(double, mesh=explicit_mesh8, in_specs=P("x"), out_specs=P("x"))
+    def test_runs_on_an_explicit_mesh_with_arguments_sharded_as_in_specs(self, explicit_mesh8):
+        mapped = shard_mapped(double, mesh=explicit_mesh8, in_specs=P("x"), out_specs=P("x"))
         x = jax.device_put(jnp.arange(8.0), NamedSharding(explicit_mesh8, P("x")))
         assert mapped(x).tolist() == [2.0 * i for i in range(8)]
 
-    def test_runs_under_its_own_mesh_set_with_set_mesh(self, make_sharded, mesh8):
-        mapped = make_sharded(double, **valid_kwargs(mesh8))
+    def test_runs_under_its_own_mesh_set_with_set_mesh(self, mesh8):
+        mapped = shard_mapped(double, **valid_kwargs(mesh8))
         with jax.set_mesh(mesh8):
             assert mapped(jnp.ones(8)).tolist() == [2.0] * 8
 
@@ -689,34 +694,34 @@ class TestBehaviour:
 
 
 class TestIntrospection:
-    def test_fields_are_read_only(self, make_sharded, mesh8):
-        obj = make_sharded(double, **valid_kwargs(mesh8))
+    def test_fields_are_read_only(self, mesh8):
+        obj = shard_mapped(double, **valid_kwargs(mesh8))
         with pytest.raises(attrs.exceptions.FrozenInstanceError):
             obj.mesh = None
 
-    def test_exposes_the_arguments(self, make_sharded, mesh8):
-        obj = make_sharded(double, **valid_kwargs(mesh8, in_specs=(P("x"),), check_vma=False))
+    def test_exposes_the_arguments(self, mesh8):
+        obj = shard_mapped(double, **valid_kwargs(mesh8, in_specs=(P("x"),), check_vma=False))
         assert obj.function is double
         assert obj.mesh is mesh8
         assert obj.in_specs == (P("x"),) and obj.out_specs == P("x")
         assert obj.axis_names == ("x",)
         assert obj.check_vma is False
 
-    def test_repr_is_short(self, make_sharded, mesh8):
-        obj = make_sharded(double, **valid_kwargs(mesh8))
+    def test_repr_is_short(self, mesh8):
+        obj = shard_mapped(double, **valid_kwargs(mesh8))
         assert repr(obj) == (
             "ShardMapped(double, mesh=Mesh('x': 8, axis_types=(Auto,)), "
             "in_specs=P('x',), out_specs=P('x',))"
         )
 
-    def test_repr_shows_partial_axis_names_and_disabled_check_vma(self, make_sharded, mesh_xy):
-        obj = make_sharded(double, **valid_kwargs(mesh_xy, axis_names="x", check_vma=False))
+    def test_repr_shows_partial_axis_names_and_disabled_check_vma(self, mesh_xy):
+        obj = shard_mapped(double, **valid_kwargs(mesh_xy, axis_names="x", check_vma=False))
         assert repr(obj).endswith(
             "in_specs=P('x',), out_specs=P('x',), axis_names=('x',), check_vma=False)"
         )
 
-    def test_looks_like_the_wrapped_function(self, make_sharded, mesh8):
-        obj = make_sharded(double, **valid_kwargs(mesh8))
+    def test_looks_like_the_wrapped_function(self, mesh8):
+        obj = shard_mapped(double, **valid_kwargs(mesh8))
         assert obj.__name__ == "double"
         assert obj.__qualname__ == "double"
         assert obj.__doc__ == "Doubles its shard."
@@ -724,9 +729,9 @@ class TestIntrospection:
         assert obj.__wrapped__ is double
         assert inspect.signature(obj) == inspect.signature(double)
 
-    def test_compares_and_hashes_by_identity(self, make_sharded, mesh8):
-        first = make_sharded(double, **valid_kwargs(mesh8))
-        second = make_sharded(double, **valid_kwargs(mesh8))
+    def test_compares_and_hashes_by_identity(self, mesh8):
+        first = shard_mapped(double, **valid_kwargs(mesh8))
+        second = shard_mapped(double, **valid_kwargs(mesh8))
         assert first != second and first == first
         assert len({first, second, first}) == 2
 
@@ -746,6 +751,6 @@ class TestIntrospection:
         assert ShardMapped.__module__ == shard_mapped.__module__ == "tinax.parallel"
         assert tinax.parallel.fail_fast.__module__ == "tinax.parallel"
 
-    def test_partial_function_keeps_a_readable_name_in_repr(self, make_sharded, mesh8):
-        obj = make_sharded(functools.partial(scale, factor=3), **valid_kwargs(mesh8))
+    def test_partial_function_keeps_a_readable_name_in_repr(self, mesh8):
+        obj = shard_mapped(functools.partial(scale, factor=3), **valid_kwargs(mesh8))
         assert repr(obj).startswith("ShardMapped(partial(scale), mesh=")

@@ -10,8 +10,6 @@ not this environment installed tinax's entry point.
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 import tomllib
 
@@ -20,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import _tinax_pytestplugin
+from helpers.processes import run_program
 from tinax._src.diagnosis import elide, report
 
 pytest_plugins = ["pytester"]
@@ -191,9 +190,7 @@ class TestEntryPoint:
             f"import sys, {PLUGIN}; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'tinax')))"
         )
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        ).stdout
+        out = run_program(code).stdout
         assert out.strip() == "[]"
 
     def test_loading_it_after_an_import_is_silent_under_warnings_as_errors(self, tmp_path):
@@ -203,11 +200,8 @@ class TestEntryPoint:
             f"import sys, pytest, {PLUGIN}; "
             f"sys.exit(pytest.main(['-W', 'error', '-p', '{PLUGIN}', '--co', '-q']))"
         )
-        env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-        result = subprocess.run(
-            [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
-        )
-        assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, result.stderr
+        env = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        run_program(code, cwd=tmp_path, env=env, returncode=pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
 # --- the report ----------------------------------------------------------------------------

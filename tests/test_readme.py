@@ -3,11 +3,11 @@ interpreter; the example's error is the one it prints; the set-up commands are C
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from helpers.processes import PIPE, STDOUT, Module, run_program, start_program
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -22,21 +22,12 @@ def blocks(language):
     ]
 
 
-def run_alone(code, tmp_path):
+def run_alone(code, tmp_path, returncode=0):
     """Runs ``code`` as ``example.py`` in a fresh interpreter, in ``tmp_path``, with 8 CPU
-    devices, as the README's reader would (no test's setup, no TINAX_ variable)."""
+    devices, as the README's reader would (no test's setup, no TINAX_ variable); the test
+    fails unless it exits with ``returncode``."""
     (tmp_path / "example.py").write_text(code)
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("TINAX_", "XLA_"))}
-    environment["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
-    environment["JAX_PLATFORMS"] = "cpu"
-    return subprocess.run(
-        [sys.executable, "example.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=300,
-    )
+    return run_program(tmp_path / "example.py", cwd=tmp_path, returncode=returncode)
 
 
 PYTHON = blocks("python")
@@ -53,8 +44,7 @@ def test_the_readme_is_short_and_its_example_and_output_are_on_the_first_screen(
 def test_the_example_raises_the_error_the_readme_shows(tmp_path):
     (_, example), *_ = PYTHON
     (_, shown), *_ = blocks("text")
-    done = run_alone(example, tmp_path)
-    assert done.returncode == 1, done.stderr
+    done = run_alone(example, tmp_path, returncode=1)
     printed = done.stderr.splitlines()
     start = printed.index(shown.splitlines()[0])
     assert printed[start : start + len(shown.splitlines())] == shown.splitlines()
@@ -65,7 +55,6 @@ def test_the_example_raises_the_error_the_readme_shows(tmp_path):
 )
 def test_every_other_python_block_runs_alone_and_prints_what_its_comments_say(code, tmp_path):
     done = run_alone(code, tmp_path)
-    assert done.returncode == 0, done.stderr
     # A block's `print(...)  # shown: text` lines say what the print shows.
     claimed = re.findall(r"^print\(.*\)\s+# (\S+):", code, re.M)
     assert done.stdout.split() == claimed
@@ -82,16 +71,15 @@ def test_the_test_commands_workers_collect_the_same_tests_whatever_their_hash_se
     """The test command runs pytest-xdist workers, which refuse to run unless each
     collected the same test ids; a test id made from a set's repr follows its strings'
     hashes, seeded per process. Two collections with two seeds must agree."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONHASHSEED"))}
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    env = {name: None for name in os.environ if name.startswith("PYTEST_")}
     runs = [
-        subprocess.Popen(
-            command,
+        start_program(
+            Module("pytest"),
+            *("--collect-only", "-q", "-p", "no:cacheprovider"),
             cwd=ROOT,
             env={**env, "PYTHONHASHSEED": seed},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            stdout=PIPE,
+            stderr=STDOUT,
         )
         for seed in ("1", "2")
     ]

@@ -13,8 +13,6 @@ import functools
 import os
 import pathlib
 import re
-import subprocess
-import sys
 import textwrap
 
 import hypothesis.extra.numpy as hnp
@@ -28,6 +26,8 @@ from hypothesis.errors import FlakyFailure, NoSuchExample
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from helpers.pages import untimed
+from helpers.processes import Module, run_program
 from tinax._src.diagnosis import compare, report
 from tinax.jit import TraceBudgetError, bounded_jit
 from tinax.testing import arguments, no_new_traces
@@ -746,25 +746,15 @@ BLOCKER = textwrap.dedent(
 )
 
 
-def run_without_hypothesis(tmp_path, code):
+def run_without_hypothesis(tmp_path, code, returncode=0):
     (tmp_path / "sitecustomize.py").write_text(BLOCKER)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "JAX_PLATFORMS": "cpu"}
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    return run_program(code, cwd=ROOT, pythonpath=[tmp_path], timeout=120, returncode=returncode)
 
 
 class TestOptionalDependency:
     def test_import_names_the_testing_extra_when_hypothesis_is_missing(self, tmp_path):
         code = "import tinax.testing\n"
-        result = run_without_hypothesis(tmp_path, code)
-        assert result.returncode != 0
+        result = run_without_hypothesis(tmp_path, code, returncode=1)
         last = result.stderr.strip().splitlines()[-1]
         assert last == (
             "ImportError: tinax.testing needs hypothesis, an optional dependency of tinax: "
@@ -780,7 +770,6 @@ class TestOptionalDependency:
             "print(step(jnp.ones(2)).tolist(), step.traces_used)\n"
         )
         result = run_without_hypothesis(tmp_path, code)
-        assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "[2.0, 2.0] 1"
 
 
@@ -790,20 +779,9 @@ GUIDE = ROOT / "docs" / "property-tests.md"
 EXAMPLE = ROOT / "examples" / "property_tests.py"
 
 
-def run_from_root(*command, **environment):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # as a newcomer runs it
-    env.update(environment)
-    result = subprocess.run(
-        [sys.executable, *command],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+def run_from_root(program, *args, **environment):
+    """``program`` run from the checkout's root as a newcomer runs it (no ``XLA_FLAGS``)."""
+    return run_program(program, *args, cwd=ROOT, env=environment, devices=None, timeout=600).stdout
 
 
 def budgets_report(out):
@@ -817,8 +795,7 @@ def budgets_report(out):
 def untimed_rows(report):
     """The report with durations and runs of spaces masked, rows sorted (rows with
     similar compile times come in either order)."""
-    masked = re.sub(r"\d+(\.\d+)? (us|ms|s)\b", "<time>", report)
-    title, header, *rows = [re.sub(r" +", " ", line) for line in masked.splitlines()]
+    title, header, *rows = untimed(report).splitlines()
     return title, header, sorted(rows)
 
 
@@ -828,7 +805,8 @@ class TestGuide:
         and the page shows the real ``--tinax-budgets`` report of that session
         (``TINAX_REGENERATE_DOCS=1`` writes it in)."""
         out = run_from_root(
-            *("-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "_tinax_pytestplugin"),
+            Module("pytest"),
+            *("-p", "no:cacheprovider", "-q", "-p", "_tinax_pytestplugin"),
             *(str(EXAMPLE.relative_to(ROOT)), "--tinax-budgets"),
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",  # the plugin as -p loads it, installed or not
             COLUMNS="80",
@@ -851,7 +829,7 @@ class TestGuide:
             assert block in example, f"not in the example:\n{block}"
 
     def test_page_shows_the_real_output_of_the_script(self):
-        out = run_from_root(str(EXAMPLE))
+        out = run_from_root(EXAMPLE)
         sections = out.split("\n=== ")[1:]
         assert len(sections) == 4
         page = GUIDE.read_text()

@@ -1,14 +1,13 @@
 """A TraceBudgetError's traceback ends at the user's call, as JAX's own errors do."""
 
 import os
-import subprocess
-import sys
 import textwrap
 import traceback
 
 import jax.numpy as jnp
 import pytest
 
+from helpers.processes import run_program
 from tinax.jit import TraceBudgetError, bounded_jit
 
 
@@ -52,10 +51,7 @@ def test_filtering_off_shows_tinax_frames():
             print("\\n".join(f.filename for f in traceback.extract_tb(error.__traceback__)))
         """
     )
-    environment = dict(os.environ, JAX_TRACEBACK_FILTERING="off", JAX_PLATFORMS="cpu")
-    result = subprocess.run(
-        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, check=True
-    )
+    result = run_program(script, env={"JAX_TRACEBACK_FILTERING": "off"})
     files = result.stdout.split()
     counting = os.path.join("tinax", "_src", "budget", "counting.py")
     assert any(name.endswith(counting) for name in files), files

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jax.sharding import AxisType, Mesh
 
-from strategies import (
+from helpers.strategies import (
     BUILTINS_WITH_A_SIGNATURE_FROM_3_13,
     HOSTILE_CALLABLES,
     HOSTILE_VALUES,
@@ -41,6 +41,19 @@ from strategies import (
 )
 from tinax._src.core.validation import describe
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
+
+
+@pytest.fixture
+def make_bounded(bounded_both_ways):
+    """Here, unlike in behaviour tests, through the factory and through the class."""
+    return bounded_both_ways
+
+
+@pytest.fixture
+def make_batched(batched_both_ways):
+    """Here, unlike in behaviour tests, through the factory and through the class."""
+    return batched_both_ways
+
 
 # --- functions to wrap ---------------------------------------------------------------------
 

@@ -7,7 +7,6 @@ import json
 import os
 import pickle
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tinax
-from strategies import wide_values
+from helpers.processes import PIPE, PROGRAMS, run_program, start_program
+from helpers.strategies import wide_values
 from tinax._src import private
 from tinax._src.core import validation
 from tinax._src.models import nonarrays
@@ -43,8 +43,8 @@ def equinox_missing():
     return None
 
 
-PROGRAM = Path(__file__).with_name("warm_start_program.py")
-MODELS = Path(__file__).with_name("warm_start_models_program.py")
+PROGRAM = PROGRAMS / "warm_start_program.py"
+MODELS = PROGRAMS / "warm_start_models_program.py"
 
 
 def _built_at(marker):
@@ -57,24 +57,12 @@ STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit 
 APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
 
 
-def _environment(env=None):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINAX_")}
-    environment["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
-    environment.update(env or {})
-    return environment
-
-
 def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
-    """Runs the program once in a fresh process: (facts printed, its log)."""
-    done = subprocess.run(
-        [sys.executable, str(program), str(path), *options],
-        capture_output=True,
-        text=True,
-        env=_environment(env),
-        timeout=300,
+    """Runs the program once in a fresh process, on one device: (facts printed, its log)."""
+    done = run_program(
+        program, path, *options, env=env, devices=1, returncode=0 if expect_ok else None
     )
     if expect_ok:
-        assert done.returncode == 0, done.stderr
         return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
     return done.returncode, done.stderr
 
@@ -168,13 +156,7 @@ class TestTwoRuns:
 def _killed(path, signal_number, *options, log):
     """Runs the program until it printed its facts, waits one second, sends the
     signal (no exit handler runs): the facts."""
-    process = subprocess.Popen(
-        [sys.executable, str(PROGRAM), str(path), "--hang", *options],
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-        env=_environment(),
-    )
+    process = start_program(PROGRAM, path, "--hang", *options, devices=1, stdout=PIPE, stderr=log)
     try:
         facts = json.loads(process.stdout.readline())
         time.sleep(1.0)
@@ -825,7 +807,7 @@ def _texts_of(path):
     return [s["text"] for place in content["objects"].values() for s in place["signatures"]]
 
 
-STATE = Path(__file__).with_name("warm_start_state_program.py")
+STATE = PROGRAMS / "warm_start_state_program.py"
 CHANGED = "is dropped unused: what the function reads changed between the warm trace and"
 STATE_KINDS = [
     "global",

@@ -107,7 +107,7 @@ _ORIGINALS: dict[str, Any] = {}
 
 
 def _bookkeeping(on: bool) -> None:
-    """Turns the per-trace bookkeeping of issue 13 (call site, trace timing, the
+    """Turns the per-trace bookkeeping (call site, trace timing, the
     rebuilt-wrapper check, the nesting check and the compile-time listener, the
     check whether a record is wanted) on or off.
 

@@ -61,7 +61,7 @@ def overrun(
         function, max_traces, used, attempt, history, call, outcome=_outcome(policy)
     )
     message = str(error)
-    if logged:  # under "warn", one line: the warning carries the diagnosis (issue 19)
+    if logged:  # under "warn", one line: the warning carries the diagnosis, said once
         logger.warning("%s", message if policy != "warn" else _pointer(error))
     if policy == "warn":
         warn(

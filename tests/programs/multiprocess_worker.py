@@ -2,7 +2,7 @@
 
 Run as::
 
-    python tests/multiprocess_worker.py --process-id I --port P --out FILE
+    python tests/programs/multiprocess_worker.py --process-id I --port P --out FILE
 
 Each of the two processes owns 4 CPU devices; together they form one 8-device
 mesh. Each process supplies only its own half of a global batch, runs the same

@@ -1,8 +1,7 @@
-"""flax.nnx objects whole under ``propagate_updates=True`` (issue 29): what nnx.jit's graph
-mode does with a change of structure, a bound method, ``out_shardings``, objects inside
-containers, a compiled stage, a returned object, a jax.Ref (returned as nnx.jit returns it,
-issue 35) and a cycle, and where tinax
-refuses instead, with a message."""
+"""flax.nnx objects whole under ``propagate_updates=True``, their updates written back as
+nnx.jit's graph mode writes them: a change of structure, a bound method, ``out_shardings``,
+objects inside containers, a compiled stage, a returned object, a jax.Ref (returned as nnx.jit
+returns it) and a cycle, and where tinax refuses instead, with a message."""
 
 import collections
 import functools

@@ -76,7 +76,7 @@ def main():
     results = []
     for _ in range(args.calls):
         results.append(float(step_jit(jnp.ones((args.batch, 3)), 2.0)))
-    # issue 35: a warm-compiled trace is a compiled trace, for explain too
+    # a warm-compiled trace is a compiled trace, for explain too
     built["explain_lines"] = str(step_jit.explain(jnp.ones((args.batch, 3)), 2.0)).count("\n")
     if args.static_lambda:
         apply_jit(jnp.ones(2), fn=lambda v: v * 2)

@@ -1,4 +1,4 @@
-"""Every mode with every step of an object's life (issue 35).
+"""The feature matrix: every mode with every step of an object's life.
 
 The modes (`matrix_cases.MODES`): plain, static argnums/argnames, donation, ``mesh=``,
 in/out shardings, ``static_nonarrays=True`` with an equinox module (alone, and with
@@ -24,8 +24,6 @@ import logging
 import pathlib
 import pickle
 import re
-import subprocess
-import sys
 import threading
 
 import jax
@@ -33,8 +31,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import matrix_cases as cases
-from matrix_cases import (
+from helpers import matrix_cases as cases
+from helpers.matrix_cases import (
     HUGE,
     LARGE,
     MODES,
@@ -46,6 +44,7 @@ from matrix_cases import (
     facts,
     jax_counts,
 )
+from helpers.processes import PROGRAMS, run_program
 from tinax._src import private
 from tinax.jit import (
     Budgets,
@@ -525,14 +524,11 @@ def test_every_sequence_of_steps_keeps_the_counts_true(name, steps):
 def _run_twice(folder, found):
     """`matrix_warm_program.py` run twice with one manifest and one persistent cache."""
     for _ in range(2):
-        result = subprocess.run(
-            [sys.executable, str(HERE / "matrix_warm_program.py"), str(folder)],
-            capture_output=True,
-            text=True,
+        result = run_program(
+            PROGRAMS / "matrix_warm_program.py",
+            folder,
             cwd=folder,
-            env=cases.environment_for_subprocess(),
-            timeout=300,
-            check=False,
+            returncode=None,
         )
         if result.returncode != 0:
             found.append(result.stderr)

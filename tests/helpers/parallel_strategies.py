@@ -18,7 +18,7 @@ import jax
 from jax.sharding import AxisType, Mesh
 from jax.sharding import PartitionSpec as P
 
-from strategies import hostile_values, meshes_any, wide_values
+from helpers.strategies import hostile_values, meshes_any, wide_values
 
 __all__ = [
     "AXIS_POOL",

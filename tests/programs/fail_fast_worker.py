@@ -2,7 +2,7 @@
 
 Run as::
 
-    python tests/fail_fast_worker.py --process-id I --num-processes N --port P --scenario S
+    python tests/programs/fail_fast_worker.py --process-id I --num-processes N --port P --scenario S
 
 Each process owns 2 CPU devices and joins an N-process JAX job (gloo collectives),
 calls `tinax.parallel.fail_fast`, and plays one scenario:

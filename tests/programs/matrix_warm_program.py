@@ -1,4 +1,4 @@
-"""The warm-restart column of `tests/test_matrix.py`: one object of every mode, in a
+"""The warm-restart column of `tests/test_feature_matrix.py`: one object of every mode, in a
 fresh process, run twice by the test with one manifest and one persistent cache.
 
     python matrix_warm_program.py FOLDER
@@ -15,8 +15,8 @@ from contextlib import ExitStack
 
 import jax
 
-import matrix_cases as cases
 import tinax
+from helpers import matrix_cases as cases
 from tinax.jit import Budgets
 
 

@@ -1,4 +1,4 @@
-"""The modes of `tests/test_matrix.py`: one tiny object factory per way of wrapping,
+"""The modes of `tests/test_feature_matrix.py`: one tiny object factory per way of wrapping,
 each with its reference jit, and JAX's own count of what an object made.
 
 Imported by the tests and by the warm-restart program (`matrix_warm_program.py`), which
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import pathlib
 import re
 import sys
@@ -32,11 +31,11 @@ from tinax.jit import batched_jit, bounded_jit
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"  # as tests/test_abstract.py reads it
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-COMPILE_EVENT = private.COMPILE_EVENT  # a compile or a load (tests/test_cache_loads.py)
+COMPILE_EVENT = private.COMPILE_EVENT  # a compile or a load (tests/test_compiles.py)
 CACHE_HIT_EVENT = private.CACHE_HIT_EVENT  # the compile in progress was a load
 
 SMALL, LARGE, HUGE = 8, 16, 24  # sizes of a call: each a trace (all divide over 8 devices)
-SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tinax"
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "tinax"
 
 
 # --- JAX's own count -----------------------------------------------------------------------
@@ -403,20 +402,3 @@ def _reference_result(name: str, size: int) -> Any:
     mode = MODES[name]
     args, kwargs = mode.arguments(size)
     return mode.result(_reference(name)(*args, **kwargs), args)
-
-
-def environment_for_subprocess() -> dict[str, str]:
-    """The environment of a fresh Python that imports this worktree's tinax and these
-    helpers, with 8 CPU devices."""
-    root = SRC.parents[1]
-    env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "")
-    if "xla_force_host_platform_device_count" not in flags:
-        env["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
-    env["JAX_PLATFORMS"] = "cpu"
-    env.pop("TINAX_ON_EXCEED", None)
-    env.pop("TINAX_WARM_START", None)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(root / "src"), str(root / "tests"), env.get("PYTHONPATH", "")]
-    )
-    return env
