@@ -122,18 +122,14 @@ class TestRunProgram:
 # links ("jax#39289", ".../issues/39289").
 ISSUE_NUMBER = re.compile(r"\b[Ii]ssues?[ _-]?#?\d+|\(#\d+\)|\b(?:PR|[Pp]ull request) ?#?\d+")
 SEARCHED = ("src", "tests", "benchmarks", "examples", "docs", "README.md")
-# The history has its own places: the changelog, and the decision records.
-HISTORY = ("CHANGELOG.md", "docs/changelog.md", "docs/decisions")
+# The history has its own place: the changelog.
+HISTORY = ("CHANGELOG.md", "docs/changelog.md")
 THIS = Path(__file__).resolve()
 TEXT = {".py", ".md", ".txt", ".toml", ".yml", ".yaml", ".cfg", ".json", ".sh"}
 # Issue numbers still named, each (file, the words naming it), to be reworded by idea and
-# removed from here: src/tinax/_src/jit/ and warm/ (being rewritten) name none today; the
-# pages' links to a decision record's "Issue N" heading go when docs/decisions.md becomes
-# topic notes; test_docs' option-list comments go when that list comes from the declaration.
+# removed from here: test_docs' option-list comments go when that list comes from the
+# declaration.
 ALLOWED_ISSUE_NUMBERS = {
-    ("docs/benchmarks.md", "issue-37"),
-    ("docs/index.md", "issue-26"),
-    ("docs/models.md", "issue-29"),
     ("tests/test_docs.py", "issue 18"),
 }
 
@@ -158,7 +154,7 @@ def issue_numbers(root):
 
 def test_no_line_names_an_issue_number():
     """A reader learns what a test, comment or page is about from its words; the issue that
-    brought it is history (the changelog's and the decision records')."""
+    brought it is history (the changelog's)."""
     found = issue_numbers(ROOT)
     new = [
         f"{key[0]}: {line}"
@@ -182,6 +178,7 @@ def test_the_issue_number_check_finds_each_spelling(tmp_path):
     (tmp_path / "docs" / "decisions" / "warm.md").write_text("## Issue 27\n")
     (tmp_path / "CHANGELOG.md").write_text("issue 40\n")
     assert sorted(issue_numbers(tmp_path)) == [
+        ("docs/decisions/warm.md", "Issue 27"),
         ("src/a.py", "(#27)"),
         ("src/a.py", "Issue 19"),
         ("src/a.py", "issue 35"),
