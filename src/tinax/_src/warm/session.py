@@ -47,7 +47,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from tinax._src import private
 from tinax._src.core import validation
@@ -59,13 +59,14 @@ from tinax._src.parallel import trace_agreement
 from tinax._src.warm import manifest, same
 
 if TYPE_CHECKING:
+    from tinax._src.objects.handle import Handle
     from tinax._src.objects.ledger import Ledger
 
 _API = "warm_start"
 _VARIABLE = "TINAX_WARM_START"
 
 
-_LedgerRef = weakref.ref["Ledger"]
+_LedgerRef: TypeAlias = "weakref.ref[Ledger]"
 _WATCHED_CALLS = 16  # calls that may confirm warm traces before the call is the jax.jit's
 _WRITE_DELAY = 0.25  # seconds from a trace to its write: the traces of a burst, one write
 _thread = threading.local()  # ``warming``: this thread runs a warm compile
@@ -73,6 +74,12 @@ _thread = threading.local()  # ``warming``: this thread runs a warm compile
 
 # A warm trace: its arguments, its JAX stage, the mesh it was made under (or None)
 _Made = tuple[tuple[Any, ...], dict[str, Any], Any, Any]
+
+
+def _no_call(*args: Any, **kwargs: Any) -> Any:
+    """A warm start's call before it gates the object's (never run: `_Warming.install`
+    gates at once, and an object gone by then has no call left to run)."""
+    raise ReferenceError("the budgeted object is gone")
 
 
 class _Warming:
@@ -85,7 +92,7 @@ class _Warming:
     compared (`same.same_stage`); where they differ (the program set what the
     function reads after the warm trace), the warm trace is dropped (`_drop`) and
     the call traces and compiles as without warm start. Each warm trace is
-    provisional (``ledger.provisional``) until a call runs from it: a call that
+    lent to the budget (`Ledger.lend`) until a call runs from it: a call that
     makes no trace is matched, as ``explain`` matches it, to the trace it ran from.
     Once none is provisional, or after `_WATCHED_CALLS` calls, the original call (the
     `jax.jit` object) is put back, so cached calls cost what they cost without warm
@@ -99,24 +106,22 @@ class _Warming:
         "_calls",
         "_checking",
         "_done",
+        "_handle",
         "_ledger",
         "_left",
         "_lock",
         "_name",
         "_original",
-        "_owner",
         "_unchecked",
         "_used",
     )
 
-    def __init__(
-        self, owner: Any, ledger: Ledger, count: int, used: Callable[[], None], name: str
-    ) -> None:
-        self._owner = weakref.ref(owner)
+    def __init__(self, handle: Handle, count: int, used: Callable[[], None], name: str) -> None:
+        self._handle = handle
         self._used = used  # a call ran from a warm trace: the manifest has news
-        self._ledger = ledger
+        self._ledger = handle.ledger
         self._name = name
-        self._original: Callable[..., Any] = owner._call  # built now if not yet
+        self._original: Callable[..., Any] = _no_call  # the object's call, once gated
         self._left = count
         self._calls = 0
         self._lock = threading.Lock()
@@ -126,10 +131,12 @@ class _Warming:
         self._unchecked: dict[int, _Made] = {}
 
     def install(self) -> None:
-        owner = self._owner()
-        if owner is not None:
-            owner.__dict__["_call"] = self.call
-            owner.__dict__["_warm_check"] = self.check
+        """Makes `call` the object's call, and `check` its stages' (`Seams.gate`: the
+        object's own call is built now, in the building thread, if not yet)."""
+        handle = self._handle
+        original = handle.seams.gate(handle, self.call, self.check)
+        if original is not None:
+            self._original = original
 
     def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """``lower``, ``trace``, ``precompile`` and ``eval_shape`` check the warm trace
@@ -155,21 +162,22 @@ class _Warming:
         compared; a warm trace that differs is dropped. Where the call's signature
         cannot be matched to a trace, every unchecked warm trace is dropped."""
         with self._checking:
-            owner = self._owner()
-            if owner is None or not self._unchecked:
+            handle = self._handle
+            if handle.public() is None or not self._unchecked:
                 return
+            seams = handle.seams
             try:
-                number = owner._reused(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+                number = seams.reused(handle, args, kwargs)
             except Exception:  # not known which trace it runs from: none unchecked
                 for found in list(self._unchecked):
-                    self._drop(owner, found, None, "a call's signature could not be read")
+                    self._drop(found, None, "a call's signature could not be read")
                 return
             if number is None or number not in self._unchecked:
                 return
             warm = self._unchecked[number][2]
             fresh: Any = None
             try:
-                fresh = owner._fresh_stage(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+                fresh = seams.fresh_stage(handle, args, kwargs)
                 equal = same.same_stage(warm, fresh)
             except Exception:  # the call raises it, or JAX moved: traced as it would be
                 equal = False
@@ -179,7 +187,6 @@ class _Warming:
             if fresh is not None:  # what the step calls through JAX's caches traces anew too
                 private.forget_nested(fresh)
             self._drop(
-                owner,
                 number,
                 (args, kwargs),
                 "what the function reads changed between the warm trace and its first call "
@@ -189,7 +196,6 @@ class _Warming:
 
     def _drop(
         self,
-        owner: Any,
         number: int,
         call: tuple[tuple[Any, ...], dict[str, Any]] | None,
         why: str,
@@ -199,9 +205,10 @@ class _Warming:
         args, kwargs, stage, mesh = self._unchecked.pop(number)
         if call is not None:  # in the call's context, with its arguments: the call's key
             args, kwargs, mesh = *call, None
-        given_back = number in self._ledger.given_back  # its place was given, and said
+        given_back = self._ledger.gave_back(number)  # its place was given, and said
+        handle = self._handle
         with _ambient(mesh) if mesh is not None else contextlib.nullcontext():  # the warm key
-            owner._forget_trace(args, kwargs, stage.jaxpr, number)  # pyright: ignore[reportPrivateUsage]
+            handle.seams.forget_trace(handle, args, kwargs, stage.jaxpr, number)
         logger.log(
             logging.DEBUG if given_back else logging.INFO,
             "tinax warm start: %s: trace %d, made ahead as the object was built, is dropped "
@@ -217,30 +224,27 @@ class _Warming:
         with self._lock:
             self._calls += 1
             calls = self._calls
-        if ledger.provisional and not traced:
-            owner = self._owner()
+        if ledger.lent and not traced:
+            handle = self._handle
             try:
-                reused = None if owner is None else owner._reused(args, kwargs)  # pyright: ignore[reportPrivateUsage]
+                alive = handle.public() is not None
+                reused = handle.seams.reused(handle, args, kwargs) if alive else None
             except Exception:  # donated arrays, odd leaves: left provisional
                 reused = None
-            if reused is not None:
-                with ledger.lock:
-                    confirmed = reused in ledger.provisional
-                    ledger.provisional.discard(reused)
-                if confirmed:
-                    self._used()
-        if not ledger.provisional or calls >= _WATCHED_CALLS:
+            if reused is not None and ledger.confirm(reused):
+                self._used()
+        if not ledger.lent or calls >= _WATCHED_CALLS:
             self._restore()
 
     def _restore(self) -> None:
-        owner = self._owner()
-        if owner is None or owner.__dict__.get("_call") != self.call:
+        handle = self._handle
+        seams = handle.seams
+        if not seams.gated(handle, self.call):
             return
         with self._checking:  # unchecked: never run unchecked, by a call of the jax.jit
             for number in list(self._unchecked):
-                self._drop(owner, number, None, "no call ran from it in the object's first calls")
-        owner.__dict__["_call"] = self._original
-        owner.__dict__.pop("_warm_check", None)
+                self._drop(number, None, "no call ran from it in the object's first calls")
+        seams.ungate(handle, self._original)
 
     def finished_one(self, number: int | None, made: _Made | None) -> None:
         """A warm compile ended: ``number`` is the trace it made (``made``: its arguments
@@ -249,13 +253,12 @@ class _Warming:
         if number is not None and made is not None:
             with self._checking:
                 self._unchecked[number] = made
-            with ledger.lock:
-                ledger.provisional.add(number)
+            ledger.lend(number)
         with self._lock:
             self._left -= 1
             last = self._left == 0
         if last:
-            if not ledger.provisional:  # nothing to confirm: the jax.jit object at once
+            if not ledger.lent:  # nothing to confirm: the jax.jit object at once
                 self._restore()
             self._done.set()
 
@@ -351,20 +354,20 @@ class WarmStart:
 
     # --- wrap time -------------------------------------------------------------------
 
-    def built(self, owner: Any, ledger: Ledger) -> None:
+    def built(self, handle: Handle) -> None:
         """An object was built: if last run traced it, compile those signatures now."""
         if not self._loaded:
             return
-        name = trace_agreement.identity(ledger, owner.function)
+        name = trace_agreement.identity(handle)
         place = None if name is None else self._loaded.get(name)
         if name is None or place is None or not place.signatures:
             return
-        budget = max(0, owner.max_traces - owner.traces_used)
+        budget = max(0, handle.max_traces - handle.ledger.counted)
         chosen = manifest.ranked(place.signatures)[:budget]  # most used, then most recent
         if not chosen:
             return
         self._check_environment()
-        code = manifest.code_digest(owner.function)
+        code = manifest.code_digest(handle.function)
         if place.code is not None and code is not None and code != place.code:
             logger.info(
                 "tinax warm start: %s: its code changed since the recorded run; its %d "
@@ -373,12 +376,12 @@ class WarmStart:
                 len(chosen),
             )
         mesh = private.ambient_concrete_mesh()  # the building thread's: workers have none
-        pending = _Warming(owner, ledger, len(chosen), self._writer.wake, name)
+        pending = _Warming(handle, len(chosen), self._writer.wake, name)
         pending.install()
         with self._lock:
             self._pending.append(weakref.ref(pending))
         logger.debug("tinax warm start: %s: compiling %d recorded signature(s)", name, len(chosen))
-        reference = weakref.ref(owner)
+        reference = weakref.ref(handle)
         for recorded in chosen:
             self._workers.submit(
                 lambda recorded=recorded: self._warm(reference, name, recorded, mesh, pending)
@@ -386,7 +389,7 @@ class WarmStart:
 
     def _warm(
         self,
-        reference: weakref.ref[Any],
+        reference: weakref.ref[Handle],
         name: str,
         recorded: manifest.Recorded,
         mesh: Any,
@@ -396,17 +399,23 @@ class WarmStart:
         kept = None
         decoded = False
         try:
-            owner = reference()
-            if owner is None:
+            handle = reference()
+            owner = None if handle is None else handle.public()  # alive while it compiles
+            if handle is None or owner is None:
                 return
             signature = manifest.decode(recorded)
             decoded = True
             self._local.warming = _thread.warming = True
-            use_mesh = mesh is not None and owner.mesh is None and not signature.abstract_mesh.empty
+            use_mesh = (
+                mesh is not None and handle.mesh is None and not signature.abstract_mesh.empty
+            )
+            ledger = handle.ledger
             with _ambient(mesh) if use_mesh else contextlib.nullcontext():
-                traced_before = owner._ledger.used  # pyright: ignore[reportPrivateUsage]
-                args, kwargs, stage, _ = owner._precompiled((signature,), {})  # pyright: ignore[reportPrivateUsage]
-                made = reuse.reused(owner.traced_signatures, signature)
+                traced_before = ledger.used
+                args, kwargs, stage, _ = handle.seams.precompiled(handle, (signature,), {})
+                with ledger.lock:
+                    history = tuple(ledger.history)
+                made = reuse.reused(history, signature)
             if made is not None and made.number > traced_before:  # a trace of its own
                 number, kept = made.number, (args, kwargs, stage, mesh if use_mesh else None)
         except Exception as error:
@@ -442,10 +451,11 @@ class WarmStart:
 
     # --- trace time ------------------------------------------------------------------
 
-    def traced(self, ledger: Ledger, function: Callable[..., Any], entry: TracedSignature) -> None:
+    def traced(self, handle: Handle, entry: TracedSignature) -> None:
         """A trace was committed: encode it for the manifest; say why last run's
         signatures did not cover it."""
-        name = trace_agreement.identity(ledger, function)
+        ledger, function = handle.ledger, handle.function
+        name = trace_agreement.identity(handle)
         if name is None:
             return
         try:
@@ -601,8 +611,7 @@ def _called(number: int, reference: _LedgerRef | None) -> bool:
     ledger = reference()
     if ledger is None:  # dropped: whether a call used it is unknown
         return False
-    with ledger.lock:
-        return number not in ledger.provisional and number not in ledger.given_back
+    return ledger.settled(number)
 
 
 def _environment_or(fallback: dict[str, str]) -> dict[str, str]:
@@ -822,18 +831,20 @@ def save_signatures(path: str | os.PathLike[str]) -> None:
 
 def _live_manifest() -> manifest.Manifest:
     places: dict[str, manifest.Place] = {}
-    for owner in registry.budgets():
-        ledger: Ledger = owner._ledger  # pyright: ignore[reportPrivateUsage]
-        name = trace_agreement.identity(ledger, owner.function)
+    for handle in registry.handles():
+        name = trace_agreement.identity(handle)
         if name is None:
             continue
+        function = handle.function
+        with handle.ledger.lock:
+            history = tuple(handle.ledger.history)
         kept: list[manifest.Recorded] = []
-        for entry in owner.traced_signatures:
+        for entry in history:
             try:
-                kept.append(manifest.encode(entry, owner.function))
+                kept.append(manifest.encode(entry, function))
             except manifest.Unwritable:
                 continue
         places[name] = manifest.Place(
-            report.function_name(owner.function), manifest.code_digest(owner.function), tuple(kept)
+            report.function_name(function), manifest.code_digest(function), tuple(kept)
         )
     return manifest.Manifest(_environment_or({}) if places else {}, places)
