@@ -126,4 +126,4 @@ class Handle:
         self.birth: object = None  # observe.rebuilt: where and how it was built
         self.first_traced = False  # observe.rebuilt: a first trace was attempted
         self.book: object = None  # budget.compiles: its compiles, from the first
-        self.agreement: object = None  # parallel.trace_agreement: its rank, its rounds
+        self.agreement: object = None  # parallel.trace_agreement: its rank (and rounds)

@@ -51,7 +51,8 @@ _mesh_processes: dict[Mesh, tuple[int, ...]] = {}
 
 
 class Agreement:
-    """An object's state here (the handle's ``agreement``): its rank among the objects
+    """An object's state here, once a trace of it is checked (the handle's ``agreement``;
+    until then, its rank alone: no object made at wrap time): its rank among the objects
     built at its place, in order, and the traces checked across processes so far."""
 
     __slots__ = ("rank", "rounds")
@@ -61,9 +62,19 @@ class Agreement:
         self.rounds = 0
 
 
+def _rank(handle: Handle) -> int:
+    """The object's rank among the objects built at its place (`constructed`)."""
+    found = handle.agreement
+    return found.rank if isinstance(found, Agreement) else cast(int, found)
+
+
 def _agreement(handle: Handle) -> Agreement:
-    """The handle's ``agreement`` (`constructed` set it at wrap time)."""
-    return cast(Agreement, handle.agreement)
+    """The handle's ``agreement``, made from its rank at its first check (under ``_lock``)."""
+    found = handle.agreement
+    if isinstance(found, Agreement):
+        return found
+    made = handle.agreement = Agreement(cast(int, found))
+    return made
 
 
 def _place(handle: Handle) -> tuple[str, int] | None:
@@ -79,7 +90,7 @@ def constructed(handle: Handle) -> None:
     with _lock:
         rank = _built.get(place, 0)
         _built[place] = rank + 1
-    handle.agreement = Agreement(rank)
+    handle.agreement = rank
 
 
 def identity(handle: Handle) -> str | None:
@@ -90,7 +101,7 @@ def identity(handle: Handle) -> str | None:
     if place is None:
         return None
     filename, line = place
-    rank = _agreement(handle).rank
+    rank = _rank(handle)
     return f"{_name(handle.function)} built at {os.path.basename(filename)}:{line}, #{rank}"
 
 
@@ -158,8 +169,8 @@ def check(handle: Handle, call: TracedSignature, history: Sequence[TracedSignatu
     if name is None:
         return
     function = handle.function
-    agreement = _agreement(handle)
     with _lock:
+        agreement = _agreement(handle)
         agreement.rounds += 1
         round_ = agreement.rounds
     digest = hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:24]
