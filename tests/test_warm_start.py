@@ -807,6 +807,32 @@ class TestRecordingAsItTraces:
         assert active.file == str(tmp_path / "signatures.process-3.json")
         assert set(active.snapshot().places) == {"f built at a.py:1, #0"}
 
+    def test_the_call_waits_while_warm_traces_are_unconfirmed_then_is_the_jax_jit_object(
+        self, no_session, tmp_path
+    ):
+        def build():
+            return bounded_jit(lambda x: x * 3, max_traces=1)  # one place: rank 0, then 1
+
+        cold = build()
+        cold(jnp.ones(3))
+        path = tmp_path / "m.json"
+        tinax.save_signatures(path)
+        saved = manifest.read(path)
+        [name] = [name for name in saved.places if "test_warm_start.py" in name]
+        assert name.endswith(", #0")
+        renamed = {name[: -len("#0")] + "#1": saved.places[name]}  # the next object built there
+        manifest.write(path, manifest.Manifest(saved.environment, renamed))
+        tinax.warm_start(path)
+        warm = build()
+        assert warm.__call__ is not warm._jitted  # gated: waits for its warm compile
+        assert start.active().wait(60)
+        assert warm.traces_used == 1
+        warm.lower(jnp.ones(3))  # checked as a call is, and no trace
+        warm(jnp.ones(3))  # runs from the warm trace: confirmed, the gate goes
+        assert warm.traces_used == 1
+        assert warm.__call__ is warm._jitted
+        assert "_warm_check" not in vars(warm)
+
 
 def _texts_of(path):
     try:
