@@ -131,7 +131,7 @@ def pytest_collection_finish(session):
         raise pytest.UsageError(
             f"a module imported at collection set jax_compilation_cache_dir={folder!r}"
         )
-    from tinax._src.warm import session as warm
+    from tinax._src.warm import start as warm
 
     if warm.active() is not None:  # it would write its manifest where pytest was started
         raise pytest.UsageError("a module imported at collection started tinax.warm_start")

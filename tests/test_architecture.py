@@ -1,4 +1,5 @@
-"""The package's shape: no import cycle among tinax's own modules."""
+"""The package's shape: no import cycle among tinax's own modules, and no layer below jit/
+that reaches into the public object's private state."""
 
 from __future__ import annotations
 
@@ -237,3 +238,139 @@ def test_the_architecture_page_names_every_module():
         if f"`{path.stem}`" not in page:
             missing.append(path.stem)
     assert missing == []
+
+
+# --- the layers below jit/ are given a handle, never the public object ----------------------
+
+
+def _public_private_names() -> frozenset[str]:
+    """The private attribute names the public classes have: what their own classes
+    define or declare (methods, the first-use parts, annotated state), and what an
+    object of each holds in its ``__dict__`` once built and called."""
+    import jax.numpy as jnp
+
+    from tinax.jit import BatchedJit, BoundedJit
+
+    names: set[str] = set(_own_keys_in_jit())
+    for kind in (BoundedJit, BatchedJit):
+        for klass in kind.__mro__:
+            if klass.__module__.startswith("tinax."):
+                names.update(vars(klass))
+                names.update(getattr(klass, "__annotations__", {}))
+    for owner in (
+        BoundedJit(lambda x: x + 1, max_traces=1),
+        BatchedJit(lambda x: x + 1, max_traces=1),
+        BoundedJit(lambda x: x + 1, max_traces=1, donate_argnums=0),
+    ):
+        names.update(vars(owner))
+        owner(jnp.ones((2, 3)))
+        names.update(vars(owner))
+    return frozenset(name for name in names if name.startswith("_") and not name.startswith("__"))
+
+
+def _own_keys_in_jit() -> set[str]:
+    """The private keys jit/ writes or reads in an object's ``__dict__`` (``own["_x"]``,
+    ``owner.__dict__.get("_x")``): state some objects hold only at times."""
+    keys: set[str] = set()
+    for path in _ROOT.joinpath("tinax", "_src", "jit").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Subscript):
+                target, key = node.value, node.slice
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.func, ast.Attribute):
+                target, key = node.func.value, node.args[0]
+            else:
+                continue
+            named_own = isinstance(target, ast.Name) and target.id == "own"
+            a_dict = isinstance(target, ast.Attribute) and target.attr == "__dict__"
+            if (named_own or a_dict) and isinstance(key, ast.Constant):
+                if isinstance(key.value, str) and key.value.startswith("_"):
+                    keys.add(key.value)
+    return keys
+
+
+def _private_sites(source: str, names: frozenset[str]) -> list[str]:
+    """``x._name``, ``x.__dict__["_name"]`` (also ``.get``, ``.pop``, ``.setdefault``) and
+    ``getattr(x, "_name")`` in ``source``, where ``_name`` is one of ``names`` and ``x`` is
+    not ``self`` or ``cls``: each as its name."""
+
+    def receiver_is_own(node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+    def private_key(node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant) and node.value in names:
+            return str(node.value)
+        return None
+
+    def of_dict(node: ast.expr) -> bool:
+        return (
+            isinstance(node, ast.Attribute)
+            and node.attr == "__dict__"
+            and not receiver_is_own(node.value)
+        )
+
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            if not receiver_is_own(node.value):
+                found.append(node.attr)
+        elif isinstance(node, ast.Subscript) and of_dict(node.value):
+            key = private_key(node.slice)
+            if key is not None:
+                found.append(key)
+        elif isinstance(node, ast.Call) and node.args:
+            function = node.func
+            key = private_key(node.args[0])
+            if (
+                isinstance(function, ast.Attribute)
+                and function.attr in ("get", "pop", "setdefault")
+                and of_dict(function.value)
+                and key is not None
+            ):
+                found.append(key)
+            elif (
+                isinstance(function, ast.Name)
+                and function.id in ("getattr", "setattr", "hasattr", "delattr")
+                and len(node.args) >= 2
+                and not receiver_is_own(node.args[0])
+            ):
+                name = private_key(node.args[1])
+                if name is not None:
+                    found.append(name)
+    return found
+
+
+def _private_sites_below_jit() -> dict[str, int]:
+    """``{"room/module.py: _name": count}`` for every module under ``tinax/_src`` outside
+    ``jit/`` (`_private_sites`)."""
+    names = _public_private_names()
+    base = _ROOT.joinpath("tinax", "_src")
+    sites: dict[str, int] = {}
+    for path in sorted(base.rglob("*.py")):
+        relative = path.relative_to(base).as_posix()
+        if relative.startswith("jit/"):
+            continue
+        for name in _private_sites(path.read_text(encoding="utf-8"), names):
+            key = f"{relative}: {name}"
+            sites[key] = sites.get(key, 0) + 1
+    return sites
+
+
+def test_no_layer_below_jit_reads_a_private_attribute_of_the_public_object():
+    """The layers below jit/ are given the object's handle (`objects.handle`), and reach
+    the object only through its seams (`jit.seams`): none reads its private state."""
+    assert _private_sites_below_jit() == {}
+
+
+def test_a_private_read_of_the_public_object_is_found():
+    names = _public_private_names()
+    assert {"_ledger", "_static", "_signature", "_call", "_reused"} <= names
+    planted = (
+        "def f(owner, self):\n"
+        "    owner._static\n"
+        "    self._static\n"
+        "    owner.__dict__['_call'] = 1\n"
+        "    owner.__dict__.pop('_warm_check', None)\n"
+        "    getattr(owner, '_ledger')\n"
+        "    owner.function\n"
+    )
+    assert _private_sites(planted, names) == ["_static", "_call", "_warm_check", "_ledger"]

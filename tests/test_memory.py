@@ -44,7 +44,7 @@ def _build_trace_and_drop(count: int, x: jax.Array) -> list[weakref.ref]:
             step.eval_shape(x)  # a real, counted trace: recorded, registered, timed
             # A callback makes each reference the test's own: a plain weakref.ref(x) is the
             # one tinax holds, if it holds one, and its size would count as tinax's.
-            parts = (step, step._ledger, step._jitted)
+            parts = (step, step._handle, step._ledger, step._jitted)
             dropped.extend(weakref.ref(part, _ignore) for part in parts)
             del step, function
     return dropped

@@ -690,12 +690,13 @@ class TestRegistry:
 
         step = make_bounded(scale, max_traces=1)
         step(jnp.ones(3))
-        alive = (weakref.ref(scale), weakref.ref(step), weakref.ref(step._ledger))
+        parts = (scale, step, step._ledger, step._handle)
+        alive = tuple(weakref.ref(part) for part in parts)
         gc.disable()  # no cycle may hold them: refcounting alone must free them
         try:
-            del scale, step
+            del scale, step, parts
             # The compile its last trace awaits holds the ledger weakly: freed at once too.
-            assert [ref() is None for ref in alive] == [True, True, True]
+            assert [ref() is None for ref in alive] == [True, True, True, True]
         finally:
             gc.enable()
 

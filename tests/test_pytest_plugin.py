@@ -360,6 +360,33 @@ class TestBudgetsReport:
         run(project, "-p", PLUGIN, "--tinax-budgets")
         assert (watchers.built_hook, watchers.traced_hook) == before
 
+    def test_an_object_dropped_before_the_end_keeps_its_traces_and_cache_loads(self, monkeypatch):
+        """The collector keeps each object's ledger and compile book, never the object nor
+        its handle (which holds the function): what it counted outlives them."""
+        import gc
+        import weakref
+
+        import jax.numpy as jnp
+
+        from tinax._src.observe import cache_loads, session_budgets
+        from tinax.jit import bounded_jit
+
+        collector = session_budgets.start()
+        try:
+            monkeypatch.setattr(cache_loads, "loaded", lambda: True)  # each compile, a load
+            step = bounded_jit(lambda x: x + 1.0, max_traces=1)
+            step(jnp.ones(3))
+            handle = weakref.ref(step._handle)
+            del step
+            gc.collect()
+            assert handle() is None
+        finally:
+            session_budgets.stop(collector)
+        [record] = [
+            found for found in collector.records() if "test_pytest_plugin.py" in found["built_at"]
+        ]
+        assert (record["traces"], record["cache_loads"]) == (1, 1)
+
 
 # Says, in the process that ran the session (xdist's controller: the one that prints), whether
 # it imported JAX.

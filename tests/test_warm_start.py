@@ -29,7 +29,7 @@ from tinax._src import private
 from tinax._src.core import validation
 from tinax._src.models import nonarrays
 from tinax._src.observe import watchers
-from tinax._src.warm import manifest, same, session, values
+from tinax._src.warm import manifest, same, start, values, workers
 from tinax.jit import bounded_jit
 
 
@@ -392,7 +392,7 @@ def _texts(path, function):
 def no_session(monkeypatch):
     """Warm start off around the test, whatever the test turns on (and no exit hook)."""
     monkeypatch.setattr(watchers, "warm_hook", None)
-    monkeypatch.setattr(session.atexit, "register", lambda *_: None)
+    monkeypatch.setattr(start.atexit, "register", lambda *_: None)
 
 
 class TestArguments:
@@ -430,9 +430,9 @@ class TestArguments:
         self, no_session, tmp_path
     ):
         tinax.warm_start(tmp_path / "m.json")
-        first = session.active()
+        first = start.active()
         tinax.warm_start(str(tmp_path / "m.json"))
-        assert session.active() is first
+        assert start.active() is first
         with pytest.raises(ValueError, match="warm start is on already with path"):
             tinax.warm_start(tmp_path / "other.json")
 
@@ -444,7 +444,7 @@ class TestArguments:
         with pytest.raises(ValueError) as raised:
             tinax.warm_start(path)
         assert str(raised.value) == f"warm_start: {expected}."
-        assert session.active() is None
+        assert start.active() is None
         with pytest.raises(ValueError) as raised:
             tinax.save_signatures(path)
         assert str(raised.value) == f"save_signatures: {expected}."
@@ -577,7 +577,7 @@ class TestManifestFile:
     def test_a_file_that_cannot_be_read_is_a_log_line_that_says_so(self, tmp_path, caplog):
         """Not "written anew": whether it can be written, the writer says when it tries."""
         caplog.set_level("INFO", logger="tinax")
-        assert session._load(str(tmp_path)) is None  # a folder: open() raises an OSError
+        assert start._load(str(tmp_path)) is None  # a folder: open() raises an OSError
         [line] = caplog.messages
         assert line.startswith(f"tinax warm start: {tmp_path} cannot be read ("), line
         assert line.endswith("); starting cold"), line
@@ -729,7 +729,7 @@ class TestRecordingAsItTraces:
     def test_a_reader_never_sees_a_partial_file_while_traces_are_written(
         self, no_session, monkeypatch, tmp_path
     ):
-        monkeypatch.setattr(session, "_WRITE_DELAY", 0.0)  # as many writes as can be
+        monkeypatch.setattr(workers, "_WRITE_DELAY", 0.0)  # as many writes as can be
         writes = []
         write = manifest.write
         monkeypatch.setattr(manifest, "write", lambda *a: (writes.append(1), write(*a)))
@@ -766,7 +766,7 @@ class TestRecordingAsItTraces:
         self, no_session, monkeypatch, tmp_path
     ):
         tinax.warm_start(tmp_path / "m.json")
-        active = session.active()
+        active = start.active()
         wakes = []
         monkeypatch.setattr(active._writer, "wake", lambda: wakes.append(1))
         triple = bounded_jit(lambda x: x * 3, max_traces=1)
@@ -781,22 +781,48 @@ class TestRecordingAsItTraces:
     ):
         path = str(tmp_path / "signatures.json")
         job = types.SimpleNamespace(process_id=3, num_processes=4)
-        monkeypatch.setattr(session.private, "distributed_state", lambda: job)
-        assert session.own_file(path) == str(tmp_path / "signatures.process-3.json")
-        assert session.own_file(str(tmp_path / "signatures")) == str(
+        monkeypatch.setattr(start.private, "distributed_state", lambda: job)
+        assert start.own_file(path) == str(tmp_path / "signatures.process-3.json")
+        assert start.own_file(str(tmp_path / "signatures")) == str(
             tmp_path / "signatures.process-3"
         )
         job.process_id = 0
-        assert session.own_file(path) == path
+        assert start.own_file(path) == path
         job.process_id, job.num_processes = 3, 1
-        assert session.own_file(path) == path
+        assert start.own_file(path) == path
         job.num_processes = 4
         place = manifest.Place("f", None, (manifest.Recorded("x: f32[3]", "data"),), 1)
         manifest.write(path, manifest.Manifest({}, {"f built at a.py:1, #0": place}))
         tinax.warm_start(path)
-        active = session.active()
+        active = start.active()
         assert active.file == str(tmp_path / "signatures.process-3.json")
         assert set(active.snapshot().places) == {"f built at a.py:1, #0"}
+
+    def test_the_call_waits_while_warm_traces_are_unconfirmed_then_is_the_jax_jit_object(
+        self, no_session, tmp_path
+    ):
+        def build():
+            return bounded_jit(lambda x: x * 3, max_traces=1)  # one place: rank 0, then 1
+
+        cold = build()
+        cold(jnp.ones(3))
+        path = tmp_path / "m.json"
+        tinax.save_signatures(path)
+        saved = manifest.read(path)
+        [name] = [name for name in saved.places if "test_warm_start.py" in name]
+        assert name.endswith(", #0")
+        renamed = {name[: -len("#0")] + "#1": saved.places[name]}  # the next object built there
+        manifest.write(path, manifest.Manifest(saved.environment, renamed))
+        tinax.warm_start(path)
+        warm = build()
+        assert warm.__call__ is not warm._jitted  # gated: waits for its warm compile
+        assert start.active().wait(60)
+        assert warm.traces_used == 1
+        warm.lower(jnp.ones(3))  # checked as a call is, and no trace
+        warm(jnp.ones(3))  # runs from the warm trace: confirmed, the gate goes
+        assert warm.traces_used == 1
+        assert warm.__call__ is warm._jitted
+        assert "_warm_check" not in vars(warm)
 
 
 def _texts_of(path):

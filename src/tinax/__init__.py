@@ -4,8 +4,8 @@ from importlib import metadata as _metadata
 
 from tinax import jit as jit
 from tinax import parallel as parallel
-from tinax._src.warm.session import save_signatures as save_signatures
-from tinax._src.warm.session import warm_start as warm_start
+from tinax._src.warm.start import save_signatures as save_signatures
+from tinax._src.warm.start import warm_start as warm_start
 
 try:  # one version: pyproject.toml's, as installed (the changelog's newest heading is tested)
     __version__: str = _metadata.version("tinax")

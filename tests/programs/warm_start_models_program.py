@@ -24,7 +24,7 @@ import optax
 from flax import nnx
 
 import tinax
-from tinax._src.warm import session
+from tinax._src.warm import start
 from tinax.jit import bounded_jit
 
 SOFT = lambda x: x / (1 + jnp.abs(x))  # noqa: E731  (a lambda bound to a module-level name)
@@ -126,7 +126,7 @@ def main():
         "nnx": lambda f: (f(net, optimizer, metrics, rngs, jnp.ones((2, 3))), nnx.state(optimizer)),
         "closure": lambda f: f(closure, jnp.ones(3)),
     }
-    active = session.active()
+    active = start.active()
     if active is not None:
         active.wait()
     out = {}

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 import tinax
-from tinax._src.warm import session
+from tinax._src.warm import start
 from tinax.jit import bounded_jit
 
 runs = 0  # an independent count of the body's runs (traces)
@@ -68,7 +68,7 @@ def main():
     apply_jit = bounded_jit(apply, max_traces=2, static_argnames="fn")
     built = {"traces_before_call": None}
     if args.wait:
-        active = session.active()
+        active = start.active()
         if active is not None:
             active.wait()
         built["traces_before_call"] = step_jit.traces_used

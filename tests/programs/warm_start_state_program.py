@@ -26,7 +26,7 @@ import numpy as np
 import optax
 
 import tinax
-from tinax._src.warm import session
+from tinax._src.warm import start
 from tinax.jit import bounded_jit
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
@@ -125,8 +125,8 @@ STEPS = {
     "scan": bounded_jit(with_scan, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
 }
-if session.active() is not None:  # the warm traces are made during the import, before main()
-    session.active().wait()
+if start.active() is not None:  # the warm traces are made during the import, before main()
+    start.active().wait()
 
 
 def main():

@@ -42,6 +42,7 @@ from tinax._src.observe import compile_events, sites
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
+    from tinax._src.objects.handle import Handle
     from tinax._src.objects.ledger import Ledger
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -136,29 +137,29 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
     found = compiles.owner_of(frame)
     if found is None:
         return None  # not a budgeted object's compile: noted at its end
-    ledger = found.ledger
-    owner: Any = None if ledger.owner is None else ledger.owner()
-    if owner is None:
+    handle = found.handle
+    if handle.public() is None:  # the object is gone: nothing to refuse in its name
         return None
+    ledger = handle.ledger
     history, used, _, _ = ledger.snapshot()
     site = sites.site_of(frame)
     compiled = compiles.compiled_trace(found)
     number = found.number
     if number is None:
-        number = compiles.trace_number(ledger, found.jaxpr, consume=False)
+        number = compiles.trace_number(handle, found.jaxpr, consume=False)
     reused = [entry for entry in history if entry.number == number]
     if not reused and not found.transformed:  # a jaxpr no compile has shown: by signature
-        reused = _reusing(owner, found, history, site)
+        reused = _reusing(handle, found, history, site)
     alone = ""  # for a trace never compiled for a call: why (made inside a transform?)
     if compiled is None and reused:
-        alone = compiles.would_compile(ledger, reused[0].number, None)
+        alone = compiles.would_compile(handle, reused[0].number, None)
     if found.transformed:  # a jaxpr an eager transform made from a trace (its JVP...)
         if not reused and len(history) == 1:  # a backward pass: of the only trace there is
             reused = list(history)
         if not reused:
             return report.scope_compile_error(
-                owner.function,
-                owner.max_traces,
+                handle.function,
+                handle.max_traces,
                 used,
                 history,
                 history[-1].numbered(0, call_site=site),
@@ -174,7 +175,7 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
         placed = found.placed
         if placed is None:
             placed = compiles.placements(found.arg_names, found.flat_args)
-        reason = compiles.would_compile(ledger, compiled, placed) or (
+        reason = compiles.would_compile(handle, compiled, placed) or (
             "XLA compiles it again; the cause is not visible."
         )
         call = reused[0].numbered(0, call_site=site)
@@ -185,36 +186,38 @@ def _refusal(frame: types.FrameType) -> TraceBudgetError | None:
         )
         call = reused[0].numbered(0, call_site=site) if reused else None
         if call is None:
-            call = _recorded(owner, found.args, found.kwargs, site)
+            call = _recorded(handle, found.args, found.kwargs, site)
         if call is None:
             if not history:
                 return None
             call = history[-1].numbered(0, call_site=site)
-    return report.scope_compile_error(owner.function, owner.max_traces, used, history, call, reason)
+    return report.scope_compile_error(
+        handle.function, handle.max_traces, used, history, call, reason
+    )
 
 
 def _reusing(
-    owner: Any, found: compiles.Compiling, history: Sequence[TracedSignature], site: str | None
+    handle: Handle, found: compiles.Compiling, history: Sequence[TracedSignature], site: str | None
 ) -> list[TracedSignature]:
     """The trace a call compiles, found by its signature where its jaxpr was never seen
     compiled (a trace staged into another, or made by lower), or the only trace."""
-    call = _recorded(owner, found.args, found.kwargs, site)
-    match = None if call is None else reuse.reused(history, call, owner._ledger.cleared)
+    call = _recorded(handle, found.args, found.kwargs, site)
+    match = None if call is None else reuse.reused(history, call, handle.ledger.cleared)
     if match is not None:
         return [match]
     return list(history) if len(history) == 1 else []
 
 
 def _recorded(
-    owner: Any, args: Sequence[Any], kwargs: Any, site: str | None
+    handle: Handle, args: Sequence[Any], kwargs: Any, site: str | None
 ) -> TracedSignature | None:
     """The call's signature as the object records it; ``None`` where it cannot be read
     (``static_nonarrays``: `jax.jit` gets the call split into leaves and a key)."""
-    statics: Any = owner._static
+    statics = handle.statics
     if statics.nonarrays:
         return None
     try:
-        call = record.record(owner._signature.get(), statics, tuple(args), dict(kwargs))
+        call = record.record(handle.signature.get(), statics, tuple(args), dict(kwargs))
     except Exception:
         return None
     return call.numbered(0, call_site=site)

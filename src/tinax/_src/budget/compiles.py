@@ -61,7 +61,7 @@ from tinax._src.observe import compile_events
 from tinax._src.observe.log import logger
 
 if TYPE_CHECKING:
-    from tinax._src.objects.ledger import Ledger
+    from tinax._src.objects.handle import Handle
 
 _books_lock = threading.Lock()  # books made, and the table of sources: never a trace's lock
 
@@ -99,30 +99,30 @@ class Book:
         self.loaded: dict[int, int] = {}  # trace number -> its loads among by_trace's
 
 
-_ATTRIBUTE = "_tinax_compiles"  # on the counted function: the ledger of its object
+_ATTRIBUTE = "_tinax_compiles"  # on the counted function: the handle of its object
 
 
-_sources: dict[int, tuple[str, weakref.ref[Ledger] | None]] = {}
-"""By the identity of a `jax.jit` object's source text (`private.jit_source`), the ledger
+_sources: dict[int, tuple[str, weakref.ref[Handle] | None]] = {}
+"""By the identity of a `jax.jit` object's source text (`private.jit_source`), the handle
 of the object that built it; ``None`` where two live objects share one text object. The
 text is held here, so that its identity is not reused while the entry lasts; the entry
-goes with the ledger."""
-_sources_lock = threading.RLock()  # re-entrant: a ledger may die (and be forgotten) inside
+goes with the handle."""
+_sources_lock = threading.RLock()  # re-entrant: a handle may die (and be forgotten) inside
 
 
-def register(counted: Callable[..., Any], ledger: Ledger, jitted: object = None) -> None:
-    """Marks ``counted`` as the counted function of the object of ``ledger``: its compiles
+def register(counted: Callable[..., Any], handle: Handle, jitted: object = None) -> None:
+    """Marks ``counted`` as the counted function of the object of ``handle``: its compiles
     go in that object's book, made at its first compile (`book`). ``jitted`` is the
     `jax.jit` object of ``counted``: jaxprs that name its source text (`private.jit_source`)
     are made from the object's traces, and their compiles, wherever JAX runs them, are
     the object's."""
-    setattr(counted, _ATTRIBUTE, ledger)  # a plain function attribute: cheap to set and read
+    setattr(counted, _ATTRIBUTE, handle)  # a plain function attribute: cheap to set and read
     source = private.jit_source(jitted)
     if source is None:
         return
     key = id(source)
 
-    def forget(gone: weakref.ref[Ledger]) -> None:
+    def forget(gone: weakref.ref[Handle]) -> None:
         with _sources_lock:
             entry = _sources.get(key)
             if entry is not None and entry[1] is gone:
@@ -134,11 +134,11 @@ def register(counted: Callable[..., Any], ledger: Ledger, jitted: object = None)
         if found is not None and (found[1] is None or known is not None):
             _sources[key] = (source, None)  # shared by two live objects: neither's alone
         else:
-            _sources[key] = (source, weakref.ref(ledger, forget))
+            _sources[key] = (source, weakref.ref(handle, forget))
 
 
-def _derived_owner(jaxpr: Any) -> Ledger | None:
-    """The ledger of the object whose `jax.jit` object traced the jaxpr from which JAX
+def _derived_owner(jaxpr: Any) -> Handle | None:
+    """The handle of the object whose `jax.jit` object traced the jaxpr from which JAX
     made ``jaxpr`` (or ``jaxpr`` itself), or ``None``."""
     source = private.jaxpr_source(jaxpr)
     if source is None:
@@ -149,21 +149,27 @@ def _derived_owner(jaxpr: Any) -> Ledger | None:
     return found[1]()
 
 
-def book(ledger: Ledger) -> Book:
-    """The compile book of the object of ``ledger``, made when first needed."""
-    found = ledger.book
+def book(handle: Handle) -> Book:
+    """The compile book of the object of ``handle`` (its ``book``), made when first
+    needed."""
+    found = handle.book
     if found is None:
         with _books_lock:  # not the ledger's: a compile must never wait on a trace's lock
-            found = ledger.book
+            found = handle.book
             if found is None:
-                found = ledger.book = Book()
+                found = handle.book = Book()
     return cast(Book, found)
+
+
+def _kept(handle: Handle) -> Book | None:
+    """The compile book of the object of ``handle``, or ``None`` if none is made yet."""
+    return cast("Book | None", handle.book)
 
 
 class Compiling(NamedTuple):
     """A compile of a budgeted object, seen from a compile event's listener."""
 
-    ledger: Ledger
+    handle: Handle
     jaxpr: Any  # the closed jaxpr compiled, or None where not known
     arg_names: Sequence[str]  # the flat arguments' names, as jax.jit has them
     flat_args: Sequence[Any]
@@ -176,7 +182,7 @@ class Compiling(NamedTuple):
 
 class _Local(threading.local):
     compiling: Compiling | None = None  # a compile outside a call, and for whom
-    traced: tuple[weakref.ref[Ledger], int] | None = None  # the trace just counted here
+    traced: tuple[weakref.ref[Handle], int] | None = None  # the trace just counted here
 
 
 _local = _Local()
@@ -184,7 +190,7 @@ _local = _Local()
 
 @contextmanager
 def compiling(
-    ledger: Ledger,
+    handle: Handle,
     args: tuple[Any, ...] = (),
     kwargs: dict[str, Any] | None = None,
     *,
@@ -192,13 +198,13 @@ def compiling(
     jaxpr: Any = None,
     placed: Mapping[str, tuple[str, str]] | None = None,
 ) -> Generator[None]:
-    """Compiles in this thread, in the block, are for the object of ``ledger``
+    """Compiles in this thread, in the block, are for the object of ``handle``
     (``precompile`` and a stage's ``compile()`` run outside a `jax.jit` call), with
     these arguments; of trace ``number`` (jaxpr ``jaxpr``) where known, its inputs
     placed as ``placed`` (`placements_of`)."""
     earlier = _local.compiling
     _local.compiling = Compiling(
-        ledger, jaxpr, (), (), args, {} if kwargs is None else kwargs, number, placed
+        handle, jaxpr, (), (), args, {} if kwargs is None else kwargs, number, placed
     )
     try:
         yield
@@ -206,36 +212,38 @@ def compiling(
         _local.compiling = earlier
 
 
-def note_staged(ledger: Ledger, number: int) -> None:
-    """Trace ``number`` of the object of ``ledger`` was made inside another trace (an
+def note_staged(handle: Handle, number: int) -> None:
+    """Trace ``number`` of the object of ``handle`` was made inside another trace (an
     outer `jax.jit`, `jax.checkpoint`, a `jax.lax.scan` body): nothing compiles it alone,
     and a call of its signature compiles (`would_compile`)."""
-    kept = book(ledger)
+    kept = book(handle)
     with kept.lock:
         kept.staged.add(number)
 
 
-def note_trace(ledger: Ledger, number: int) -> None:
-    """Trace ``number`` of the object of ``ledger`` was just counted in this thread (not
+def note_trace(handle: Handle, number: int) -> None:
+    """Trace ``number`` of the object of ``handle`` was just counted in this thread (not
     staged into another trace): the next jaxpr of that object seen here unmapped is its
-    own (`trace_number`)."""
-    _local.traced = (weakref.ref(ledger), number)
+    own (`trace_number`). Its book is made now if not yet: whoever keeps it (a test
+    session's collector, `observe.session_budgets`) finds it after the first trace."""
+    book(handle)
+    _local.traced = (weakref.ref(handle), number)
 
 
-def trace_number(ledger: Ledger, jaxpr: Any, *, consume: bool = True) -> int | None:
+def trace_number(handle: Handle, jaxpr: Any, *, consume: bool = True) -> int | None:
     """The number of the trace whose jaxpr is ``jaxpr``: as mapped when first seen, else
     the trace just counted in this thread for this object (mapped now, unless
     ``consume`` is false); ``None`` where neither is known."""
     if jaxpr is None:
         return None
-    kept = book(ledger)
+    kept = book(handle)
     with kept.lock:
         if kept.jaxprs is not None:
             number = kept.jaxprs.get(jaxpr)
             if number is not None:
                 return number
         noted = _local.traced
-        if noted is None or noted[0]() is not ledger:
+        if noted is None or noted[0]() is not handle:
             return None
         number = noted[1]
         if consume:
@@ -252,13 +260,13 @@ def owner_of(frame: types.FrameType | None) -> Compiling | None:
     else ``precompile``'s; ``None`` for the compile of another function (one of ours
     staged into another `jax.jit` compiles with it, as the other's)."""
     found = private.jit_call(frame)
-    ledger = None if found is None else getattr(found.function, _ATTRIBUTE, None)
+    handle = None if found is None else getattr(found.function, _ATTRIBUTE, None)
     compiled = private.compiled_jaxpr(frame)
-    if found is not None and ledger is not None:
+    if found is not None and handle is not None:
         # in the object's call: its trace's jaxpr, else one a transform made from it
         transformed = compiled is not None and compiled is not found.jaxpr
         return Compiling(
-            ledger,
+            handle,
             found.jaxpr,
             found.arg_names,
             found.flat_args,
@@ -282,10 +290,10 @@ def compiled_trace(found: Compiling) -> int | None:
     a compile's start: nothing is mapped here)."""
     number = found.number
     if number is None:
-        number = trace_number(found.ledger, found.jaxpr, consume=False)
+        number = trace_number(found.handle, found.jaxpr, consume=False)
     if number is None:
         return None
-    kept = book(found.ledger)
+    kept = book(found.handle)
     with kept.lock:
         return number if kept.by_trace.get(number) else None
 
@@ -349,23 +357,22 @@ def _count(frame: types.FrameType) -> None:
     if found.transformed:
         _count_transformed(found)
         return
-    ledger, jaxpr = found.ledger, found.jaxpr
-    owner = ledger.owner
+    handle, jaxpr = found.handle, found.jaxpr
     placed = found.placed
     if placed is None:
         placed = placements(found.arg_names, found.flat_args)
     number = found.number
     if number is None:
-        number = trace_number(ledger, jaxpr)
+        number = trace_number(handle, jaxpr)
     if number is None and jaxpr is not None:  # a trace seen nowhere before: the latest
-        number = ledger.used
-        kept = book(ledger)
+        number = handle.ledger.used
+        kept = book(handle)
         with kept.lock:
             if kept.jaxprs is None:
                 kept.jaxprs = weakref.WeakKeyDictionary()
             kept.jaxprs[jaxpr] = number
     loaded = compile_events.loaded()
-    kept = book(ledger)
+    kept = book(handle)
     with kept.lock:
         if loaded:
             kept.loads += 1
@@ -382,7 +389,7 @@ def _count(frame: types.FrameType) -> None:
         cause = _cause(earlier[-1], placed)
         earlier.append(dict(placed))
         count = kept.loads if loaded else kept.count
-    _report(None if owner is None else owner(), number, count, cause, loaded)
+    _report(handle, number, count, cause, loaded)
 
 
 def transformed_trace(found: Compiling) -> int | None:
@@ -391,10 +398,10 @@ def transformed_trace(found: Compiling) -> int | None:
     the jaxpr of the call); else ``None`` (a backward pass, `jax.checkpoint`)."""
     if found.jaxpr is None:
         return None
-    number = trace_number(found.ledger, found.jaxpr)
+    number = trace_number(found.handle, found.jaxpr)
     if number is None:  # a trace seen nowhere before: the latest
-        number = found.ledger.used
-        kept = book(found.ledger)
+        number = found.handle.ledger.used
+        kept = book(found.handle)
         with kept.lock:
             if kept.jaxprs is None:
                 kept.jaxprs = weakref.WeakKeyDictionary()
@@ -407,7 +414,7 @@ def _count_transformed(found: Compiling) -> None:
     (or load), and no executable of the trace itself."""
     number = transformed_trace(found)
     loaded = compile_events.loaded()
-    kept = book(found.ledger)
+    kept = book(found.handle)
     with kept.lock:
         if loaded:
             kept.loads += 1
@@ -428,11 +435,11 @@ def transform_cause(number: int | None) -> str:
     )
 
 
-def _report(owner: Any, number: int, count: int, cause: str, loaded: bool = False) -> None:
-    if owner is None or not logger.isEnabledFor(logging.INFO):
+def _report(handle: Handle, number: int, count: int, cause: str, loaded: bool = False) -> None:
+    if handle.public() is None or not logger.isEnabledFor(logging.INFO):
         return
-    where = report.function_location(owner.function)
-    heading = report.function_name(owner.function) + (f" ({where})" if where else "")
+    where = report.function_location(handle.function)
+    heading = report.function_name(handle.function) + (f" ({where})" if where else "")
     what = (
         "loaded again from JAX's persistent cache without a new trace (reusing trace #%d; "
         "load %d of this object, traces_used=%d): %s"
@@ -440,14 +447,14 @@ def _report(owner: Any, number: int, count: int, cause: str, loaded: bool = Fals
         else "XLA compiled again without a new trace (reusing trace #%d; compile %d of "
         "this object, traces_used=%d): %s"
     )
-    logger.info("%s: " + what, heading, number, count, owner.traces_used, cause)
+    logger.info("%s: " + what, heading, number, count, handle.ledger.counted, cause)
 
 
-def forget(ledger: Ledger, number: int) -> None:
-    """Trace ``number`` of the object of ``ledger`` was dropped before any call ran it
+def forget(handle: Handle, number: int) -> None:
+    """Trace ``number`` of the object of ``handle`` was dropped before any call ran it
     (warm start's trace, made with state the program changed since): its compiles and
     loads no longer count, and its jaxpr no longer names it."""
-    kept = book(ledger)
+    kept = book(handle)
     with kept.lock:
         made = len(kept.by_trace.pop(number, ()))
         loaded = kept.loaded.pop(number, 0)
@@ -460,31 +467,31 @@ def forget(ledger: Ledger, number: int) -> None:
                 del kept.jaxprs[jaxpr]
 
 
-def count(ledger: Ledger) -> int:
-    """How many compiles the object of ``ledger`` has caused (loads from JAX's
+def count(handle: Handle) -> int:
+    """How many compiles the object of ``handle`` has caused (loads from JAX's
     persistent cache are not compiles)."""
-    if ledger.book is None:
+    kept = _kept(handle)
+    if kept is None:
         return 0
-    kept = cast(Book, ledger.book)
     with kept.lock:
         return kept.count
 
 
-def loads(ledger: Ledger) -> int:
-    """How many executables of the object of ``ledger`` JAX loaded from its persistent
+def loads(handle: Handle) -> int:
+    """How many executables of the object of ``handle`` JAX loaded from its persistent
     compilation cache instead of compiling them."""
-    if ledger.book is None:
+    kept = _kept(handle)
+    if kept is None:
         return 0
-    kept = cast(Book, ledger.book)
     with kept.lock:
         return kept.loads
 
 
-def would_compile(ledger: Ledger, number: int, call: Mapping[str, tuple[str, str]] | None) -> str:
+def would_compile(handle: Handle, number: int, call: Mapping[str, tuple[str, str]] | None) -> str:
     """What ``explain`` says of a call that reuses trace ``number``: whether XLA has an
     executable for its inputs' placements, as far as they can be known (``""``: it has).
     ``call`` is `call_placements`'s, ``None`` where the arguments are abstract."""
-    kept = book(ledger)
+    kept = book(handle)
     with kept.lock:
         seen = list(kept.by_trace.get(number, ()))
         transformed = number in kept.transformed
@@ -539,12 +546,12 @@ def call_placements(
 
 
 def own_stage(
-    stage: Any, ledger: Ledger, number: int | None, placed: Mapping[str, tuple[str, str]] | None
+    stage: Any, handle: Handle, number: int | None, placed: Mapping[str, tuple[str, str]] | None
 ) -> None:
     """Makes the compiles of ``stage`` (JAX's ``Traced`` or ``Lowered`` of trace
-    ``number`` of the object of ``ledger``, inputs placed as ``placed``) that object's:
+    ``number`` of the object of ``handle``, inputs placed as ``placed``) that object's:
     a ``Traced``'s ``lower()`` returns a ``Lowered`` made so, and a ``Lowered``'s
-    ``compile()`` runs inside `compiling`. Nothing is held but the ledger, the number
+    ``compile()`` runs inside `compiling`. Nothing is held but the handle, the number
     and the placements' text (never the arguments).
 
     The method set on the stage calls the method of a shallow copy (``twin``), never
@@ -558,7 +565,7 @@ def own_stage(
 
         def lowered(*args: Any, **kwargs: Any) -> Any:
             out = lower(*args, **kwargs)
-            own_stage(out, ledger, number, placed)
+            own_stage(out, handle, number, placed)
             return out
 
         private.shadow_method(stage, "lower", lowered)
@@ -567,7 +574,7 @@ def own_stage(
         compile_: Callable[..., Any] = twin.compile
 
         def compiled(*args: Any, **kwargs: Any) -> Any:
-            with compiling(ledger, number=number, placed=placed):
+            with compiling(handle, number=number, placed=placed):
                 return compile_(*args, **kwargs)
 
         private.shadow_method(stage, "compile", compiled)

@@ -23,7 +23,7 @@ from tinax._src.budget.rejections import check_in_trace, raise_if_misplaced
 from tinax._src.core.statics import Statics
 from tinax._src.core.validation import LazySignature
 from tinax._src.diagnosis.record import TracedSignature, record, unrecorded
-from tinax._src.objects.ledger import Ledger
+from tinax._src.objects.handle import Handle
 from tinax._src.observe import rebuilt, sites, trace_reports
 from tinax._src.observe.policy import resolve
 from tinax._src.parallel import job_failure, trace_agreement
@@ -57,19 +57,16 @@ def checking() -> Generator[None]:
 
 def counted(
     function: Callable[P, R],
-    ledger: Ledger,
-    max_traces: int,
-    signature: LazySignature,
-    statics: Statics,
-    reported: Callable[..., Any],
+    handle: Handle,
     *,
     names: tuple[str, str] | None = None,
     rejects: Callable[..., Any] | None = None,
 ) -> Callable[P, R]:
-    """Wraps ``function`` so that each run by JAX's tracing is counted in ``ledger``.
+    """Wraps ``function`` so that each run by JAX's tracing is counted in the ledger of
+    ``handle``'s object.
 
-    ``reported`` is the user's function, named in the error (``function`` may be
-    a `jax.vmap` of it); ``names`` are its `jax_names`, if read already.
+    ``handle.function`` is the user's function, named in the error (``function`` may
+    be a `jax.vmap` of it); ``names`` are its `jax_names`, if read already.
     ``rejects`` (`rejections.stand_in` through the same `jax.vmap`) raises the
     error a call would raise anyway: a call over budget that cannot succeed
     raises that error, never a budget error. Each trace
@@ -77,6 +74,9 @@ def counted(
     refused, warned about or logged as the object's overrun policy says; inside
     `no_new_compiles` (`compile_guard`) every trace is refused.
     """
+
+    ledger, max_traces, reported = handle.ledger, handle.max_traces, handle.function
+    signature, statics = handle.signature, handle.statics
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
         if not private.tracing_to_jaxpr() or _local.checking:  # eager, or a check's trace
@@ -91,21 +91,19 @@ def counted(
             raise compile_guard.refused_trace(
                 reported, max_traces, ledger, call.numbered(0, call_site=site)
             )
-        if not ledger.first_traced:  # is this object one of many rebuilt alike?
-            rebuilt.check_rebuilt(ledger, reported, call)
+        if not handle.first_traced:  # is this object one of many rebuilt alike?
+            rebuilt.check_rebuilt(handle, call)
         given_back = None
         with ledger.lock:
             used = ledger.counted
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
-            if over and ledger.provisional:  # warm start compiled a trace no call has used
-                given_back = min(ledger.provisional)
-                ledger.provisional.discard(given_back)
-                ledger.given_back.add(given_back)
+            if over and ledger.lent:  # warm start compiled a trace no call has used
+                given_back = ledger.repay_one()
                 used, attempt, over = used - 1, attempt - 1, attempt - 1 > max_traces
             policy = None
             if over and private.chex_asserts_enabled():
-                policy = resolve(ledger.on_exceed)
+                policy = resolve(handle.on_exceed)
             if policy != "raise":
                 ledger.in_flight += 1
             history = tuple(ledger.history)
@@ -128,7 +126,7 @@ def counted(
                     ledger.in_flight -= 1
                 raise
         if job_failure.armed:  # fail_fast: the processes of a multi-process mesh trace alike
-            trace_agreement.check(ledger, reported, call, history)
+            trace_agreement.check(handle, call, history)
         started = time.perf_counter()
         try:
             out = function(*args, **kwargs)
@@ -147,12 +145,10 @@ def counted(
             ledger.history.append(entry)
         nested = private.staged_out()  # inlined into an outer trace: never compiled alone
         if not nested:  # its jaxpr, when JAX hands it over, is this trace's (compiles)
-            compiles.note_trace(ledger, entry.number)
+            compiles.note_trace(handle, entry.number)
         else:  # compiled, if at all, with the trace it is staged into
-            compiles.note_staged(ledger, entry.number)
-        trace_reports.committed(
-            ledger, reported, jax_name, max_traces, entry, history, nested, over
-        )
+            compiles.note_staged(handle, entry.number)
+        trace_reports.committed(handle, jax_name, entry, history, nested, over)
         return out
 
     _present_as(traced, reported, signature, jax_names(reported) if names is None else names)

@@ -6,6 +6,7 @@ import functools
 import operator
 import threading
 import types
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar, cast, overload
 
@@ -17,12 +18,13 @@ from tinax._src import private
 from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
-from tinax._src.jit import jax_options, meshes
+from tinax._src.jit import jax_options, meshes, seams
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import checks as nnx_checks
 from tinax._src.models.nnx import propagate as nnx_propagate
 from tinax._src.models.nnx import tracing as nnx_tracing
 from tinax._src.models.nnx import trees as nnx_trees
+from tinax._src.objects.handle import Handle
 from tinax._src.objects.ledger import Ledger
 from tinax._src.observe import registry
 
@@ -230,8 +232,26 @@ def build(
     probe = _Probe(function, signature, around, jit, statics.nonarrays, donated)  # when needed
     names = counting.jax_names(function)  # read once: the counted function's and the object's
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
+    api, public = type(owner).__name__, weakref.ref(owner)
+    handle = Handle(
+        api,
+        function,
+        max_traces,
+        signature,
+        statics,
+        mesh,
+        owner.on_exceed,
+        ledger,
+        public,
+        seams.SEAMS,
+    )
     own.update(
-        _ledger=ledger, _signature=signature, _static=statics, _probe=probe, _donated=donated
+        _handle=handle,
+        _ledger=ledger,
+        _signature=signature,
+        _static=statics,
+        _probe=probe,
+        _donated=donated,
     )
     if jit.later:  # nothing jax.jit could raise: built at the first use
         own["_pending"] = (traced, jit, names, mesh, propagate_updates, donating)
@@ -240,7 +260,7 @@ def build(
             owner, traced, jit, names, mesh, propagate_updates, donating
         )
     _present(owner, function, names)
-    registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
+    registry.register(handle)  # weakly: tinax.jit.budgets() lists live objects
 
 
 # One lock for every object's first use: a build takes ~30 us, once per object.
@@ -271,27 +291,14 @@ def _compiled_call(
     """The counted function of ``owner`` (whose ledger, signature, statics and probe
     `build` has set), its `jax.jit` object, and the object's call."""
     own = owner.__dict__
-    function, signature, statics, ledger = (
-        owner.function,
-        own["_signature"],
-        own["_static"],
-        own["_ledger"],
-    )
+    handle: Handle = own["_handle"]
+    function, signature, statics = handle.function, handle.signature, handle.statics
     api = type(owner).__name__
     traced = nnx_tracing.watched(traced, propagate_updates, function, signature, write_all=donating)
     if statics.nonarrays:  # its output: split, unless out_shardings is a tree for it
         split_output = nonarrays.splits_output(jit.options)
         traced = (nonarrays.returning_parts if split_output else nonarrays.returning_marked)(traced)
-    counted = counting.counted(
-        traced,
-        ledger,
-        owner.max_traces,
-        signature,
-        statics,
-        function,
-        names=names,
-        rejects=own["_probe"].traced,
-    )
+    counted = counting.counted(traced, handle, names=names, rejects=own["_probe"].traced)
     if statics.nonarrays:
         counted = nonarrays.joined(counted, *names, own["_donated"])
     compiled = nnx_tracing.rebinding(counted) if propagate_updates else counted
@@ -299,7 +306,7 @@ def _compiled_call(
         hint = functools.partial(leaf_error, api, signature, statics)
         compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
-    compiles.register(compiled, ledger, jitted)  # and those of jaxprs made from its traces
+    compiles.register(compiled, handle, jitted)  # and those of jaxprs made from its traces
     if propagate_updates:
         jitted = nnx_propagate.Propagating(jitted, function, signature)
     call = meshes.bind_mesh(jitted, mesh, api)
@@ -541,6 +548,7 @@ def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
 class BudgetedMixin:
     """Introspection and forwarding shared by the two classes (no fields)."""
 
+    _handle: Handle
     _ledger: Ledger
     _signature: validation.LazySignature
     _static: jax_options.Statics
@@ -569,7 +577,7 @@ class BudgetedMixin:
         arrays sharded over a mesh's Auto axes), which the budget does not bound.
         An executable loaded from JAX's persistent compilation cache is no compile:
         `cache_loads` counts it."""
-        return compiles.count(self._ledger)
+        return compiles.count(self._handle)
 
     @property
     def cache_loads(self) -> int:
@@ -577,7 +585,7 @@ class BudgetedMixin:
         compilation cache (``jax_compilation_cache_dir``) instead of compiling
         them; `compiles_used` does not count them. Each load still follows a
         trace (or a compile without a new trace) in this process."""
-        return compiles.loads(self._ledger)
+        return compiles.loads(self._handle)
 
     @property
     def traced_signatures(self) -> report.TraceHistory:
@@ -648,7 +656,7 @@ class BudgetedMixin:
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)
-        note = compiles.would_compile(self._ledger, explanation.reuses.number, placed)
+        note = compiles.would_compile(self._handle, explanation.reuses.number, placed)
         return attrs.evolve(explanation, compiles=note)
 
     def _reused(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
@@ -709,7 +717,7 @@ class BudgetedMixin:
         stage = self._forward(self._jitted.trace, args, kwargs)
         known = self._signature.get()
         traced = nnx_propagate.jax_stage(stage)
-        number = compiles.trace_number(self._ledger, getattr(traced, "jaxpr", None))
+        number = compiles.trace_number(self._handle, getattr(traced, "jaxpr", None))
         try:
             if number is None:  # a trace no compile or stage has shown its jaxpr yet
                 number = self._reused(args, kwargs)
@@ -717,7 +725,7 @@ class BudgetedMixin:
             placed = compiles.call_placements(named, stand_ins=True)
         except Exception:  # what explain refuses (a cycle): what is not known stays so
             placed = None
-        compiles.own_stage(traced, self._ledger, number, placed)
+        compiles.own_stage(traced, self._handle, number, placed)
         return stage
 
     @_user_facing
@@ -852,11 +860,8 @@ class BudgetedMixin:
         except Exception:  # JAX moved: every trace of the object traces again
             self._jitted.clear_cache()
             ledger.clear()
-        with ledger.lock:
-            ledger.provisional.discard(number)
-            ledger.given_back.add(number)
-            ledger.history[:] = [entry for entry in ledger.history if entry.number != number]
-        compiles.forget(ledger, number)
+        ledger.forget(number)
+        compiles.forget(self._handle, number)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.

@@ -1,11 +1,10 @@
-"""The ledger: the mutable part of a budgeted object (count, in-flight traces, history,
-compiles), shared by the counted function, the observers and the introspection."""
+"""The ledger: the count of a budgeted object (traces committed and in flight, history,
+the traces warm start lent it), shared by the counted function, the observers and the
+introspection. Other layers keep their own state for the object on its `handle`."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
 
 from tinax._src.diagnosis.record import TracedSignature
 
@@ -16,49 +15,86 @@ class Ledger:
     A trace reserves its slot before the body runs and commits it after the
     body returns, all under one lock, so concurrent traces from several threads
     never exceed the budget, and a trace whose body raises gives its slot back.
-    Set once when the object is registered (`observe.register`): where it was
-    built, its overrun policy, its other options, and a weak reference to it.
+
+    Warm start's traces are lent to the budget (`lend`) until a call runs from one
+    (`confirm`); one no call used gives its place to a call's trace that would
+    exceed the budget (`repay_one`), or is dropped (`forget`).
     """
 
     __slots__ = (
         "__weakref__",
-        "birth",
-        "book",
+        "_given_back",
+        "_provisional",
         "cleared",
-        "first_traced",
-        "given_back",
         "history",
         "in_flight",
         "lock",
-        "on_exceed",
-        "owner",
-        "provisional",
-        "rank",
-        "rounds",
         "used",
     )
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.used = 0  # traces committed: the number of the latest
-        self.given_back: set[int] = set()  # warm-start traces no call used, out of the budget
-        self.provisional: set[int] = set()  # warm-start traces no call has used yet
+        self._given_back: set[int] = set()  # warm-start traces no call used, out of the budget
+        self._provisional: set[int] = set()  # warm-start traces no call has used yet
         self.in_flight = 0
         self.history: list[TracedSignature] = []
         self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
-        self.birth: tuple[Any, ...] | None = None  # where and how it was built
-        self.book: object | None = None  # its compiles (`compiles.Book`), from the first
-        self.first_traced = False  # a first trace was attempted (rebuilt-wrapper check done)
-        self.on_exceed: str | None = None
-        self.owner: Callable[[], Any] | None = None
-        self.rank = 0  # among the objects built at its place, in order (trace agreement)
-        self.rounds = 0  # traces checked across processes (trace agreement)
 
     @property
     def counted(self) -> int:
         """Traces that count in the budget: those committed, less the warm-start traces
         that gave their place back."""
-        return self.used - len(self.given_back)
+        return self.used - len(self._given_back)
+
+    @property
+    def given_back_count(self) -> int:
+        """How many warm-start traces gave their place in the budget back."""
+        return len(self._given_back)
+
+    @property
+    def lent(self) -> bool:
+        """Whether a warm-start trace no call has used yet is in the budget."""
+        return bool(self._provisional)
+
+    def lend(self, number: int) -> None:
+        """Trace ``number`` is warm start's: in the budget until a call runs from it."""
+        with self.lock:
+            self._provisional.add(number)
+
+    def confirm(self, number: int) -> bool:
+        """A call ran from trace ``number``: whether it was a warm trace no call had used."""
+        with self.lock:
+            lent = number in self._provisional
+            self._provisional.discard(number)
+            return lent
+
+    def repay_one(self) -> int | None:
+        """The oldest warm trace no call used gives its place in the budget back; its
+        number, or ``None`` if there is none. The caller holds the lock."""
+        if not self._provisional:
+            return None
+        number = min(self._provisional)
+        self._provisional.discard(number)
+        self._given_back.add(number)
+        return number
+
+    def forget(self, number: int) -> None:
+        """Trace ``number``, which no call ran, leaves the budget and the history."""
+        with self.lock:
+            self._provisional.discard(number)
+            self._given_back.add(number)
+            self.history[:] = [entry for entry in self.history if entry.number != number]
+
+    def gave_back(self, number: int) -> bool:
+        """Whether trace ``number`` gave its place in the budget back."""
+        with self.lock:
+            return number in self._given_back
+
+    def settled(self, number: int) -> bool:
+        """Whether trace ``number`` ran a call: neither lent still nor given back."""
+        with self.lock:
+            return number not in self._provisional and number not in self._given_back
 
     def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
         """``(history, traces counted in the budget, the count the next trace would make,

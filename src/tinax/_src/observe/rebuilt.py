@@ -22,7 +22,7 @@ from tinax._src.observe.sites import CACHE_LIMIT, construction_site, shown, warn
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.objects.ledger import Ledger
+    from tinax._src.objects.handle import Handle
 
 
 REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature
@@ -33,6 +33,7 @@ REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same s
 # context (one per example). Read at wrap time only.
 TestRun = tuple[str | None, weakref.ref[Any] | None]
 _NOT_IN_A_TEST: TestRun = (None, None)
+Birth = tuple[tuple[str, int], TestRun]  # (place built, test run): the handle's ``birth``
 _PYTEST_VARIABLE = "PYTEST_CURRENT_TEST"
 # A process started by a test inherits the variable without importing pytest: read it.
 _INHERITED = _PYTEST_VARIABLE in os.environ
@@ -118,7 +119,7 @@ def _identity(function: object) -> tuple[tuple[int, ...], object]:
     return (id(function),), function
 
 
-def birth(frame: types.FrameType) -> tuple[tuple[str, int], TestRun] | None:
+def birth(frame: types.FrameType) -> Birth | None:
     """``(place built, test run)`` of a new object, or ``None`` if no user code built it:
     what only wrap time knows. The function's identity and the options are read at the
     first trace (`check_rebuilt`), from the object, whose fields are frozen."""
@@ -126,6 +127,12 @@ def birth(frame: types.FrameType) -> tuple[tuple[str, int], TestRun] | None:
     if built_at is None:
         return None
     return built_at, current_test_run()
+
+
+def birth_of(handle: Handle) -> Birth | None:
+    """Where and in which test run the object of ``handle`` was built (`birth`), or
+    ``None`` if no user code built it."""
+    return cast("Birth | None", handle.birth)
 
 
 def _options(owner: Any) -> tuple[type, object]:
@@ -176,7 +183,7 @@ def _prune_sites() -> None:
     _sites_prune_at = max(16, 2 * len(_sites))
 
 
-def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSignature) -> None:
+def check_rebuilt(handle: Handle, call: TracedSignature) -> None:
     """At the first trace of an object: warns, once per place (and test), when objects
     built there for this function with these options keep being built and tracing this
     signature.
@@ -189,11 +196,12 @@ def check_rebuilt(ledger: Ledger, function: Callable[..., Any], call: TracedSign
     one build per run, in any order, while a loop that rebuilds within one
     test still counts up.
     """
-    ledger.first_traced = True
-    owner = None if ledger.owner is None else ledger.owner()
-    if ledger.birth is None or owner is None:  # not built by user code, or dropped already
+    handle.first_traced = True
+    born, owner = birth_of(handle), handle.public()
+    if born is None or owner is None:  # not built by user code, or dropped already
         return
-    built_at, run = ledger.birth
+    built_at, run = born
+    function = handle.function
     ids, life = _identity(function)
     key = (built_at, ids)
     options = _options(owner)

@@ -15,34 +15,55 @@ from tinax._src.parallel import trace_agreement
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.objects.ledger import Ledger
+    from tinax._src.objects.handle import Handle
 
 
 _registry_lock = threading.RLock()
-_registry: list[weakref.ref[Any]] = []
+_registry: list[weakref.ref[Handle]] = []  # the handles: each names its object weakly
 _prune_at = 64
 
 
-def register(owner: Any, ledger: Ledger) -> None:
-    """Adds a freshly built object to the registry (a weak reference) and gives its
-    ledger what trace time needs: the construction site, the policy, the owner."""
+def register(handle: Handle) -> None:
+    """Adds a freshly built object to the registry (its handle, weakly) and gives its
+    handle what trace time needs: the construction site, the rank there."""
     global _prune_at
     # Two frames up, the class's __attrs_post_init__: the walk to the user's code starts
     # there (sys._getframe materializes only the frame it returns; each f_back, one more).
-    ledger.birth = rebuilt.birth(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
-    ledger.on_exceed = owner.on_exceed
-    trace_agreement.constructed(ledger)  # its rank, for its identity across processes
-    ref = weakref.ref(owner)
-    ledger.owner = ref
+    handle.birth = rebuilt.birth(sys._getframe(2))  # pyright: ignore[reportPrivateUsage]
+    trace_agreement.constructed(handle)  # its rank, for its identity across processes
     if watchers.built_hook is not None:  # a test session's budgets (--tinax-budgets)
-        watchers.built_hook(owner, ledger)
+        watchers.built_hook(handle)
     with _registry_lock:
-        _registry.append(ref)
+        _registry.append(weakref.ref(handle))
         if len(_registry) >= _prune_at:  # dead references go in amortized O(1)
-            _registry[:] = [alive for alive in _registry if alive() is not None]
+            _registry[:] = [alive for alive in _registry if _alive(alive) is not None]
             _prune_at = max(64, 2 * len(_registry))
     if watchers.warm_hook is not None:  # tinax.warm_start: compile what last run traced
-        watchers.warm_hook.built(owner, ledger)
+        watchers.warm_hook.built(handle)
+
+
+def _alive(ref: weakref.ref[Handle]) -> Any:
+    """The object of a registered handle, or ``None`` where either is gone."""
+    handle = ref()
+    return None if handle is None else handle.public()
+
+
+def handles() -> list[Handle]:
+    """The handles of every live object, in the order `budgets` lists the objects."""
+    with _registry_lock:
+        alive = [
+            (owner, handle)
+            for ref in _registry
+            if (handle := ref()) is not None
+            if (owner := handle.public()) is not None
+        ]
+    return [alive[index][1] for index in _order([owner for owner, _ in alive])]
+
+
+def _order(alive: Sequence[Any]) -> list[int]:
+    """The objects' indices, by total compile time (largest first, then oldest)."""
+    totals = [(_total(owner, "compile_seconds"), index) for index, owner in enumerate(alive)]
+    return sorted(range(len(alive)), key=lambda index: (-totals[index][0], index))
 
 
 def budgets() -> Budgets:
@@ -68,10 +89,8 @@ def budgets() -> Budgets:
         True
     """
     with _registry_lock:
-        alive = [owner for ref in _registry if (owner := ref()) is not None]
-    totals = [(_total(owner, "compile_seconds"), index) for index, owner in enumerate(alive)]
-    order = sorted(range(len(alive)), key=lambda index: (-totals[index][0], index))
-    return Budgets(alive[index] for index in order)
+        alive = [owner for ref in _registry if (owner := _alive(ref)) is not None]
+    return Budgets(alive[index] for index in _order(alive))
 
 
 def _total(owner: Any, fact: str) -> float:
@@ -104,13 +123,20 @@ def budgets_table(objects: Sequence[Any]) -> str:
     """One row per function and place built: function, location, traces/budget,
     compiles, loads from JAX's persistent cache, trace and compile time, last retrace
     cause (`registry_table`)."""
-    return registry_table.table(objects, _built_at, last_retrace_cause)
+    with _registry_lock:
+        found = [handle for ref in _registry if (handle := ref()) is not None]
+    places = {
+        id(owner): rebuilt.birth_of(handle)
+        for handle in found
+        if (owner := handle.public()) is not None
+    }
 
+    def built_at(owner: Any) -> str:
+        """``file:line`` where the user's code built ``owner``, or ``?``."""
+        birth = places.get(id(owner))
+        if not birth:
+            return "?"
+        (filename, line) = birth[0]
+        return f"{sites.shown(filename)}:{line}"
 
-def _built_at(owner: Any) -> str:
-    """``file:line`` where the user's code built ``owner``, or ``?``."""
-    birth = getattr(getattr(owner, "_ledger", None), "birth", None)
-    if not birth:
-        return "?"
-    (filename, line) = birth[0]
-    return f"{sites.shown(filename)}:{line}"
+    return registry_table.table(objects, built_at, last_retrace_cause)

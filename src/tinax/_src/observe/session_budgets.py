@@ -3,32 +3,34 @@
 A collector hears of every object built (wrap time) and every trace counted
 (trace time) through `watchers.watch`, so objects that tests drop are counted
 too, not only those still alive at the end. It keeps each object's ledger (its
-count and trace history, never the object or its function), and at the end of
+count and trace history) and compile book, never the object, its handle or its
+function, and at the end of
 the session gives each object's figures as a plain record (function and
 construction site, traces, compiles, cache loads, trace and compile time, the
 cause of each retrace): the plugin groups them into its table, a serial run's
 and an xdist controller's alike, without importing JAX (`_tinax_pytestplugin`).
 A compile is a trace whose compile time `observe` attributed (from
 `jax.monitoring`), as ``traced_signatures`` shows it; a load from JAX's persistent
-compilation cache is no compile, and has a column of its own (the ledger's
+compilation cache is no compile, and has a column of its own (the object's
 compile book, `budget.compiles.Book`, counts them).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.objects.ledger import Ledger
-from tinax._src.observe import sites, watchers
+from tinax._src.observe import rebuilt, sites, watchers
 
 if TYPE_CHECKING:
     from _tinax_pytestplugin import Record
+    from tinax._src.objects.handle import Handle
 
 
 @attrs.define(eq=False)
@@ -37,7 +39,18 @@ class _Group:
 
     function: str  # name (defined at file:line)
     built_at: str  # file:line, or "?" when no user code built them
-    ledgers: list[Ledger] = attrs.field(factory=lambda: list[Ledger]())
+    kept: list[_Kept] = attrs.field(factory=lambda: list[_Kept]())
+
+
+class _Kept:
+    """What is kept of one object: its ledger, and its compile book (`budget.compiles`,
+    made at its first trace; read duck-typed, as this layer stands below it)."""
+
+    __slots__ = ("book", "ledger")
+
+    def __init__(self, ledger: Ledger, book: object) -> None:
+        self.ledger = ledger
+        self.book = book
 
 
 class Collector:
@@ -46,36 +59,40 @@ class Collector:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._groups: dict[tuple[str, str], _Group] = {}
-        self._seen: set[int] = set()  # ids of ledgers held in a group (held: ids stay unique)
+        self._seen: dict[int, _Kept] = {}  # by the ids of the ledgers held (ids stay unique)
 
-    def built(self, owner: Any, ledger: Ledger) -> None:
-        self._add(ledger, owner.function)
+    def built(self, handle: Handle) -> None:
+        self._add(handle)
 
-    def traced(self, ledger: Ledger, function: Callable[..., Any]) -> None:
-        if id(ledger) not in self._seen:  # built before the collector started
-            self._add(ledger, function)
+    def traced(self, handle: Handle) -> None:
+        kept = self._seen.get(id(handle.ledger))
+        if kept is None:  # built before the collector started
+            self._add(handle)
+        elif kept.book is None:  # made at its first trace
+            kept.book = handle.book
 
-    def _add(self, ledger: Ledger, function: Callable[..., Any]) -> None:
+    def _add(self, handle: Handle) -> None:
+        ledger, function = handle.ledger, handle.function
         name = report.function_name(function)
         location = report.function_location(function)
         shown = f"{name} ({location})" if location else name
-        birth = ledger.birth
+        birth = rebuilt.birth_of(handle)
         built_at = "?" if birth is None else _place(birth[0])
         with self._lock:
             if id(ledger) in self._seen:
                 return
-            self._seen.add(id(ledger))
+            kept = self._seen[id(ledger)] = _Kept(ledger, handle.book)  # never the handle
             group = self._groups.get((shown, built_at))
             if group is None:
                 group = self._groups[(shown, built_at)] = _Group(shown, built_at)
-            group.ledgers.append(ledger)
+            group.kept.append(kept)
 
     def records(self) -> list[Record]:
         """Each object collected, as `_tinax_pytestplugin.rows` groups them (the order
         they were built)."""
         with self._lock:
             groups = list(self._groups.values())
-        return [_record(group, ledger) for group in groups for ledger in group.ledgers]
+        return [_record(group, kept) for group in groups for kept in group.kept]
 
 
 def _place(site: tuple[str, int]) -> str:
@@ -87,10 +104,10 @@ def _history(ledger: Ledger) -> tuple[TracedSignature, ...]:
         return tuple(ledger.history)
 
 
-def _loads(ledger: Ledger) -> int:
+def _loads(book: object) -> int:
     """Executables loaded from JAX's persistent cache (`budget.compiles.Book.loads`; no
     book: nothing compiled or loaded)."""
-    loads = getattr(ledger.book, "loads", 0)
+    loads = getattr(book, "loads", 0)
     return loads if isinstance(loads, int) else 0
 
 
@@ -107,9 +124,9 @@ def retrace_cause(earlier: Sequence[TracedSignature], entry: TracedSignature) ->
     return f"{first.path}: {', '.join(first.kinds)}"
 
 
-def _record(group: _Group, ledger: Ledger) -> Record:
+def _record(group: _Group, kept: _Kept) -> Record:
     """One object's figures, in plain values that an xdist worker can send."""
-    history = _history(ledger)
+    history = _history(kept.ledger)
     timed = [entry.trace_seconds for entry in history if entry.trace_seconds is not None]
     compiled = [entry.compile_seconds for entry in history if entry.compile_seconds is not None]
     return {
@@ -117,7 +134,7 @@ def _record(group: _Group, ledger: Ledger) -> Record:
         "built_at": group.built_at,
         "traces": len(history),
         "compiles": len(compiled),
-        "cache_loads": _loads(ledger),
+        "cache_loads": _loads(kept.book),
         "trace_seconds": sum(timed) if timed else None,
         "compile_seconds": sum(compiled) if compiled else None,
         "causes": [
@@ -132,18 +149,18 @@ _active: list[Collector] = []
 _active_lock = threading.Lock()
 
 
-def _built(owner: Any, ledger: Ledger) -> None:
+def _built(handle: Handle) -> None:
     for collector in tuple(_active):
         try:
-            collector.built(owner, ledger)
+            collector.built(handle)
         except Exception:  # a report must never break the user's code
             pass
 
 
-def _traced(ledger: Ledger, function: Callable[..., Any]) -> None:
+def _traced(handle: Handle) -> None:
     for collector in tuple(_active):
         try:
-            collector.traced(ledger, function)
+            collector.traced(handle)
         except Exception:  # a report must never break the user's trace
             pass
 

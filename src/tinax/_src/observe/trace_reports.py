@@ -17,7 +17,7 @@ from tinax._src.parallel import job_failure
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.objects.ledger import Ledger
+    from tinax._src.objects.handle import Handle
 
 
 def refused(
@@ -94,10 +94,8 @@ def _pointer(error: TraceBudgetError) -> str:
 
 
 def committed(
-    ledger: Ledger,
-    function: Callable[..., Any],
+    handle: Handle,
     name: str,
-    max_traces: int,
     entry: TracedSignature,
     earlier: Sequence[TracedSignature],
     nested: bool,
@@ -105,17 +103,18 @@ def committed(
 ) -> None:
     """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
     first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
+    ledger, function, max_traces = handle.ledger, handle.function, handle.max_traces
     compile_events.await_compile(ledger, entry, name, nested)
     if watchers.traced_hook is not None:
-        watchers.traced_hook(ledger, function)
+        watchers.traced_hook(handle)
     if watchers.warm_hook is not None:
-        watchers.warm_hook.traced(ledger, function, entry)
+        watchers.warm_hook.traced(handle, entry)
     if logged or not logger.isEnabledFor(logging.INFO if earlier else logging.DEBUG):
         return
     where = report.function_location(function)
     heading = report.function_name(function) + (f" ({where})" if where else "")
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
-    counted = entry.number - len(ledger.given_back)  # warm-start traces given back
+    counted = entry.number - ledger.given_back_count  # warm-start traces given back
     head = (
         f"{heading}: {'trace' if not earlier else 'retrace, trace'} {counted} of "
         f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"

@@ -28,7 +28,7 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tinax._src import private
 from tinax._src.diagnosis import compare, record, report, reuse
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from jax.sharding import Mesh
 
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.objects.ledger import Ledger
+    from tinax._src.objects.handle import Handle
 
 _PREFIX = "tinax/agree/"
 _MAX_LISTED = 12
@@ -50,26 +50,59 @@ _built: dict[tuple[str, int] | None, int] = {}  # place built -> objects built t
 _mesh_processes: dict[Mesh, tuple[int, ...]] = {}
 
 
-def constructed(ledger: Ledger) -> None:
+class Agreement:
+    """An object's state here, once a trace of it is checked (the handle's ``agreement``;
+    until then, its rank alone: no object made at wrap time): its rank among the objects
+    built at its place, in order, and the traces checked across processes so far."""
+
+    __slots__ = ("rank", "rounds")
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.rounds = 0
+
+
+def _rank(handle: Handle) -> int:
+    """The object's rank among the objects built at its place (`constructed`)."""
+    found = handle.agreement
+    return found.rank if isinstance(found, Agreement) else cast(int, found)
+
+
+def _agreement(handle: Handle) -> Agreement:
+    """The handle's ``agreement``, made from its rank at its first check (under ``_lock``)."""
+    found = handle.agreement
+    if isinstance(found, Agreement):
+        return found
+    made = handle.agreement = Agreement(cast(int, found))
+    return made
+
+
+def _place(handle: Handle) -> tuple[str, int] | None:
+    """Where the user's code built the object (its birth, `observe.rebuilt`), or ``None``."""
+    birth = cast("tuple[tuple[str, int], Any] | None", handle.birth)
+    return None if birth is None else birth[0]
+
+
+def constructed(handle: Handle) -> None:
     """Gives a new object its rank among the objects built at its place (wrap time: a
     dictionary update; the identity text is made only at a trace that is checked)."""
-    birth = ledger.birth
-    place = None if birth is None else birth[0]
+    place = _place(handle)
     with _lock:
         rank = _built.get(place, 0)
         _built[place] = rank + 1
-    ledger.rank = rank
+    handle.agreement = rank
 
 
-def identity(ledger: Ledger, function: Callable[..., Any]) -> str | None:
+def identity(handle: Handle) -> str | None:
     """What every process (and every run of the program: warm start) calls this object:
     function, file name and line where it was built, and its rank among the objects
     built there; ``None`` for an object no user code built."""
-    birth = ledger.birth
-    if birth is None:
+    place = _place(handle)
+    if place is None:
         return None
-    filename, line = birth[0]
-    return f"{_name(function)} built at {os.path.basename(filename)}:{line}, #{ledger.rank}"
+    filename, line = place
+    rank = _rank(handle)
+    return f"{_name(handle.function)} built at {os.path.basename(filename)}:{line}, #{rank}"
 
 
 def _name(function: Callable[..., Any]) -> str:
@@ -122,12 +155,7 @@ def _same(mine: tuple[str, TracedSignature | None], theirs: tuple[str, Any]) -> 
     return mine[0] == theirs[0]
 
 
-def check(
-    ledger: Ledger,
-    function: Callable[..., Any],
-    call: TracedSignature,
-    history: Sequence[TracedSignature],
-) -> None:
+def check(handle: Handle, call: TracedSignature, history: Sequence[TracedSignature]) -> None:
     """At a trace: if the ambient mesh spans several processes, waits for the others to
     make the same trace, and ends the job if they do not. Store errors skip the check."""
     job = job_failure.current_job()
@@ -137,12 +165,14 @@ def check(
     processes = _processes(mesh)
     if len(processes) < 2 or job.index not in processes:
         return
-    name = identity(ledger, function)
+    name = identity(handle)
     if name is None:
         return
+    function = handle.function
     with _lock:
-        ledger.rounds += 1
-        round_ = ledger.rounds
+        agreement = _agreement(handle)
+        agreement.rounds += 1
+        round_ = agreement.rounds
     digest = hashlib.sha1(name.encode(), usedforsecurity=False).hexdigest()[:24]
     base = f"{_PREFIX}{digest}/{round_}/"
     payload = _payload(call)

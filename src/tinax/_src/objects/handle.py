@@ -1,0 +1,129 @@
+"""The handle: a budgeted object as the layers below the wrappers see it.
+
+The build (`jit`) makes one per object and gives it, never the object, to the
+registry, the counted function, the compile book, the test session's collector,
+trace agreement and warm start. It holds what is fixed at wrap time (the name of
+the class, the function, the budget, the statics, the signature, the mesh, the
+overrun policy), the ledger (the count), a weak reference to the public object,
+the object's seams (`Seams`: what warm start does to its call), and one slot per
+layer that keeps state of its own for the object, typed `object` here and read
+through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
+(`budget.compiles`), ``agreement`` (`parallel.trace_agreement`).
+
+It never holds the `jax.jit` object nor the public object itself: the public
+object holds it, and the counted function does (the chain counted -> handle ->
+ledger), so that dropping the object frees it without the cycle collector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+    from tinax._src.core.statics import Statics
+    from tinax._src.core.validation import LazySignature
+    from tinax._src.objects.ledger import Ledger
+
+
+class Seams(Protocol):
+    """What warm start does to an object, as the wrappers implement it (`jit.seams`):
+    its call while warm traces wait (`gate`, `ungate`), which trace a call reuses, a
+    trace made outside JAX's caches, a trace dropped, and a precompile."""
+
+    def gate(
+        self,
+        handle: Handle,
+        call: Callable[..., Any],
+        check: Callable[[tuple[Any, ...], dict[str, Any]], None],
+    ) -> Callable[..., Any] | None:
+        """Makes ``call`` the object's call, and ``check`` what its ``lower``, ``trace``,
+        ``precompile`` and ``eval_shape`` run first; returns the call it had (built now if
+        not yet, in this thread), or ``None`` if the object is gone."""
+        ...
+
+    def gated(self, handle: Handle, call: Callable[..., Any]) -> bool:
+        """Whether the object is alive and its call is still ``call``."""
+        ...
+
+    def ungate(self, handle: Handle, original: Callable[..., Any]) -> None:
+        """Gives the object its ``original`` call back, and drops the check."""
+        ...
+
+    def reused(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        """The number of the trace a call with these arguments reuses, or ``None``."""
+        ...
+
+    def fresh_stage(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """JAX's stage of the call traced now, outside JAX's caches and not counted."""
+        ...
+
+    def forget_trace(
+        self,
+        handle: Handle,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        jaxpr: Any,
+        number: int,
+    ) -> None:
+        """Drops trace ``number``, which no call ran, from JAX's caches and the budget."""
+        ...
+
+    def precompiled(
+        self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
+        """``precompile``: the arguments traced, JAX's stage and the compiled function."""
+        ...
+
+
+class Handle:
+    """One budgeted object, as the layers below the wrappers are given it."""
+
+    __slots__ = (
+        "__weakref__",
+        "agreement",
+        "api",
+        "birth",
+        "book",
+        "first_traced",
+        "function",
+        "ledger",
+        "max_traces",
+        "mesh",
+        "on_exceed",
+        "public",
+        "seams",
+        "signature",
+        "statics",
+    )
+
+    def __init__(
+        self,
+        api: str,
+        function: Callable[..., Any],
+        max_traces: int,
+        signature: LazySignature,
+        statics: Statics,
+        mesh: Mesh | None,
+        on_exceed: str | None,
+        ledger: Ledger,
+        public: Callable[[], Any],
+        seams: Seams,
+    ) -> None:
+        self.api = api  # the class's name: BoundedJit, BatchedJit
+        self.function = function  # the user's function (a BatchedJit's per-example one)
+        self.max_traces = max_traces
+        self.signature = signature
+        self.statics = statics
+        self.mesh = mesh
+        self.on_exceed = on_exceed  # the object's overrun policy (None: the default)
+        self.ledger = ledger
+        self.public = public  # a weak reference to the public object
+        self.seams = seams
+        # each layer's own state for the object, read through that layer's accessor
+        self.birth: object = None  # observe.rebuilt: where and how it was built
+        self.first_traced = False  # observe.rebuilt: a first trace was attempted
+        self.book: object = None  # budget.compiles: its compiles, from the first
+        self.agreement: object = None  # parallel.trace_agreement: its rank (and rounds)
