@@ -40,6 +40,7 @@ from strategies import (
     wide_values,
 )
 from tinax._src.core.validation import describe
+from tinax._src.jit import options
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 # --- functions to wrap ---------------------------------------------------------------------
@@ -929,41 +930,23 @@ def _fuzzed(function: Any, argument: str, value: object) -> dict[str, Any]:
     return kwargs
 
 
+# The options given to jax.jit but the argnames (fuzzed with the names below), and
+# static_nonarrays: fuzzed with a function that takes anything.
 JIT_OPTIONS = (
-    "static_argnums",
-    "donate_argnums",
-    "in_shardings",
-    "out_shardings",
-    "keep_unused",
-    "device",
-    "backend",
-    "inline",
-    "compiler_options",
+    *(o.name for o in options.OPTIONS if o.kind == "jax.jit" and not o.name.endswith("argnames")),
     "static_nonarrays",
 )
 BOUNDED_FUZZED = {
     "function": step,
-    "max_traces": step,
-    "static_argnames": everything,
-    "donate_argnames": everything,
-    "mesh": step,
-    "on_exceed": step,
-    "propagate_updates": step,
-    **dict.fromkeys(JIT_OPTIONS, everything),
+    **{
+        name: everything if name in JIT_OPTIONS or name.endswith("argnames") else step
+        for name in options.SIGNATURES["BoundedJit"]
+    },
 }
+# Every option but in_axes and out_axes, which pass through to jax.vmap unchecked.
 BATCHED_FUZZED = (
     "function",
-    "max_traces",
-    "axis_size",
-    "mesh",
-    "on_exceed",
-    "axis_name",
-    "spmd_axis_name",
-    "sum_match",
-    "static_argnames",
-    "donate_argnames",
-    "propagate_updates",
-    *JIT_OPTIONS,
+    *(name for name in options.SIGNATURES["BatchedJit"] if name not in ("in_axes", "out_axes")),
 )
 
 

@@ -12,7 +12,7 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import common, jax_options
+from tinax._src.jit import common, jax_options, options
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import tracing as nnx_tracing
 
@@ -377,33 +377,10 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         >>> norms(jnp.ones((4, 3))).tolist()
         [3.0, 3.0, 3.0, 3.0]
     """
-    options: dict[str, Any] = {
-        "in_axes": in_axes,
-        "out_axes": out_axes,
-        "axis_size": axis_size,
-        "max_traces": max_traces,
-        "mesh": mesh,
-        "on_exceed": on_exceed,
-        "axis_name": axis_name,
-        "spmd_axis_name": spmd_axis_name,
-        "sum_match": sum_match,
-        "static_argnums": static_argnums,
-        "static_argnames": static_argnames,
-        "donate_argnums": donate_argnums,
-        "donate_argnames": donate_argnames,
-        "in_shardings": in_shardings,
-        "out_shardings": out_shardings,
-        "keep_unused": keep_unused,
-        "device": device,
-        "backend": backend,
-        "inline": inline,
-        "compiler_options": compiler_options,
-        "static_nonarrays": static_nonarrays,
-        "propagate_updates": propagate_updates,
-    }
+    values = options.given(_API, locals())
     if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BatchedJit, **options))
-    return BatchedJit(function, **options)
+        return cast(Any, functools.partial(BatchedJit, **values))
+    return BatchedJit(function, **values)
 
 
-common.page_defaults(batched_jit)  # see bounded_jit
+options.page_defaults(batched_jit)  # see bounded_jit

@@ -11,7 +11,7 @@ import attrs
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import common, jax_options
+from tinax._src.jit import common, jax_options, options
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -307,29 +307,12 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         >>> power(jnp.full(2, 3.0), n=2).tolist()
         [9.0, 9.0]
     """
-    options: dict[str, Any] = {
-        "max_traces": max_traces,
-        "static_argnames": static_argnames,
-        "donate_argnames": donate_argnames,
-        "mesh": mesh,
-        "on_exceed": on_exceed,
-        "static_argnums": static_argnums,
-        "donate_argnums": donate_argnums,
-        "in_shardings": in_shardings,
-        "out_shardings": out_shardings,
-        "keep_unused": keep_unused,
-        "device": device,
-        "backend": backend,
-        "inline": inline,
-        "compiler_options": compiler_options,
-        "static_nonarrays": static_nonarrays,
-        "propagate_updates": propagate_updates,
-    }
+    values = options.given(_API, locals())
     if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BoundedJit, **options))
-    return BoundedJit(function, **options)
+        return cast(Any, functools.partial(BoundedJit, **values))
+    return BoundedJit(function, **values)
 
 
 # The page's default () for the argnames, told apart from a () the user passes: next to
 # static_argnums, jax.jit infers names from numbers only when no names were given.
-common.page_defaults(bounded_jit)
+options.page_defaults(bounded_jit)

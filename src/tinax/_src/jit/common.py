@@ -17,7 +17,7 @@ from tinax._src import private
 from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
-from tinax._src.jit import jax_options, meshes
+from tinax._src.jit import jax_options, meshes, options
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import checks as nnx_checks
 from tinax._src.models.nnx import propagate as nnx_propagate
@@ -43,16 +43,6 @@ class _Decorate:
 
 
 DECORATE: Any = _Decorate()
-
-
-def page_defaults(factory: Callable[..., Any]) -> None:
-    """Gives ``factory``'s argnames options the page's default ``()`` as an object of
-    its own (`jax_options.NO_NAMES`), so that a ``()`` the user passes is told apart:
-    next to argnums, `jax.jit` infers names from numbers only when none were given."""
-    defaults: dict[str, Any] = cast(Any, factory).__kwdefaults__
-    for name in ("static_argnames", "donate_argnames"):
-        if name in defaults:
-            defaults[name] = jax_options.NO_NAMES
 
 
 @attrs.frozen
@@ -84,12 +74,12 @@ def parse_jit_options(
     ``out_shardings`` is given for the output."""
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
     nnx_checks.check_not_bound(api, owner.function)
-    if _all_defaults(owner):  # most objects: nothing to check, nothing passed on
+    if options.all_defaults(owner):  # most objects: nothing to check, nothing passed on
         own["static_argnames"] = ()
         own["donate_argnames"] = ()
         return _DEFAULTS
     propagate = nnx_checks.check_propagate_updates(api, owner.propagate_updates)
-    options = jax_options.parse(
+    parsed = jax_options.parse(
         api,
         signature,
         static_argnames=owner.static_argnames,
@@ -105,33 +95,28 @@ def parse_jit_options(
         compiler_options=owner.compiler_options,
         mesh=mesh,
     )
-    static_nonarrays = nonarrays.check(api, owner.static_nonarrays, options, owner.in_shardings)
+    static_nonarrays = nonarrays.check(api, owner.static_nonarrays, parsed, owner.in_shardings)
     nnx_checks.check_with_nonarrays(api, propagate, static_nonarrays)
-    own["static_argnames"] = options.static_argnames
-    own["donate_argnames"] = options.donate_argnames
-    own["static_argnums"] = options.static_argnums
-    own["donate_argnums"] = options.donate_argnums
+    own["static_argnames"] = parsed.static_argnames
+    own["donate_argnames"] = parsed.donate_argnames
+    own["static_argnums"] = parsed.static_argnums
+    own["donate_argnums"] = parsed.donate_argnums
     own["keep_unused"] = bool(owner.keep_unused)
-    own["inline"] = options.inline
+    own["inline"] = parsed.inline
     own["static_nonarrays"] = static_nonarrays
     own["propagate_updates"] = propagate
-    statics = options.statics
-    kwargs = options.jit_kwargs
-    donating = bool(options.donate_argnums or options.donate_argnames)
+    statics = parsed.statics
+    kwargs = parsed.jit_kwargs
+    donating = bool(parsed.donate_argnums or parsed.donate_argnames)
     donated = None
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
         statics = statics._replace(nonarrays=True)
-        if options.donated.argnums or options.donated.argnames:  # the donated leaves apart
-            donated = options.donated
+        if parsed.donated.argnums or parsed.donated.argnames:  # the donated leaves apart
+            donated = parsed.donated
         kwargs = nonarrays.jit_kwargs(kwargs, donated)
     if propagate and writes_back and "out_shardings" in kwargs:
         kwargs = {**kwargs, "out_shardings": nnx_checks.output_shardings(kwargs["out_shardings"])}
     return JitOptions(statics, kwargs, static_nonarrays, propagate, donating, donated)
-
-
-# The options whose values jax.jit checks itself when it wraps (sharding trees, device and
-# backend, and its warnings for them): an object given one builds its jax.jit at wrap time.
-_CHECKED_BY_JAX = frozenset({"in_shardings", "out_shardings", "device", "backend"})
 
 
 class _WithOptions:
@@ -149,7 +134,8 @@ class _WithOptions:
         self._jit: Any = cast(Any, jax).jit
         # A jax.jit cache object set around the wrap (JAX's jax_jit_cpp_cache_obj, the
         # one config jax.jit reads when it builds): built now, in it, as jax.jit would be.
-        self.later = _CHECKED_BY_JAX.isdisjoint(kwargs) and private.jit_cache_object() is None
+        later = options.CHECKED_BY_JAX.isdisjoint(kwargs)
+        self.later = later and private.jit_cache_object() is None
 
     def __call__(self, counted: Callable[..., Any]) -> Any:
         if self.later and private.jit_cache_object() is not None:
@@ -167,26 +153,6 @@ class _WithOptions:
 # (the factories' and the classes' own default objects, compared by identity): `jax.jit`
 # with no option, which raises nothing of its own to put tinax's name on.
 _DEFAULTS = JitOptions(jax_options.NO_STATICS, {}, False, None, False)
-
-
-def _all_defaults(owner: Any) -> bool:
-    """Whether every `jax.jit` and model option of ``owner`` is its default object: then
-    `jax_options.parse` has nothing to check (about 9 us of a wrap saved)."""
-    return (
-        owner.static_argnames is jax_options.NO_NAMES
-        and owner.donate_argnames is jax_options.NO_NAMES
-        and owner.static_argnums is None
-        and owner.donate_argnums is None
-        and owner.in_shardings is jax_options.UNSPECIFIED
-        and owner.out_shardings is jax_options.UNSPECIFIED
-        and owner.keep_unused is False
-        and owner.device is None
-        and owner.backend is None
-        and owner.inline is False
-        and owner.compiler_options is None
-        and owner.static_nonarrays is False
-        and owner.propagate_updates is None
-    )
 
 
 def build(
@@ -209,7 +175,7 @@ def build(
     The counted function and the `jax.jit` object are built at the object's first
     use (`_AtFirstUse`), where the first trace hides their ~30 us, with the
     ``jax.jit`` in effect now; given options that `jax.jit` checks itself
-    (`_CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors,
+    (`options.CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors,
     and so they are where a `jax.jit` cache object is set now (what `jax.jit` reads
     when it builds: `private.jit_cache_object`); one set only around the first use
     is not used, as by a `jax.jit` built now.
