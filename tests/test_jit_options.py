@@ -603,13 +603,13 @@ def test_invalid_options_are_refused_at_wrap_time(make_bounded, options, error, 
 @pytest.mark.parametrize("kind", [BoundedJit, BatchedJit], ids=lambda kind: kind.__name__)
 def test_every_option_turns_the_all_defaults_shortcut_off(kind):
     defaults = {field.name: field.default for field in attrs.fields(kind)}
-    assert options.all_defaults(types.SimpleNamespace(**defaults))
+    assert options.all_defaults(defaults)
     assert len(options.PARSED) == 13
     for name in options.PARSED:
-        given = types.SimpleNamespace(**{**defaults, name: object()})
+        given = {**defaults, name: object()}
         assert not options.all_defaults(given), name
     for name in set(defaults) - set(options.PARSED):  # the class's own: checked apart
-        given = types.SimpleNamespace(**{**defaults, name: object()})
+        given = {**defaults, name: object()}
         assert options.all_defaults(given), name
 
 

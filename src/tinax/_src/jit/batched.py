@@ -13,6 +13,7 @@ from jax.sharding import Mesh
 
 from tinax._src.core import validation
 from tinax._src.jit import common, jax_options, options
+from tinax._src.jit import plan as planning
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import tracing as nnx_tracing
 
@@ -92,28 +93,15 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        own = self.__dict__  # frozen: written as attrs's __init__ writes the fields
-        function = validation.check_function(_API, self.function)
-        axis_size = validation.check_axis_size(_API, self.axis_size)
-        max_traces = validation.check_max_traces(_API, self.max_traces)
-        mesh = validation.check_mesh(_API, self.mesh)
-        on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        vmap_options = validation.check_vmap_options(
-            _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
-        )
-        signature = validation.LazySignature(function)
-        own["axis_size"] = axis_size
-        own["max_traces"] = max_traces
-        own["on_exceed"] = on_exceed
-        own["sum_match"] = bool(self.sum_match)
-        parsed = common.parse_jit_options(self, _API, signature, mesh)
-        static_nonarrays, statics = parsed.static_nonarrays, parsed.statics
+        plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
+        vmap = cast(planning.Vmap, plan.vmap)
+        static_nonarrays, statics = plan.static_nonarrays, plan.statics
         # Watched per example, under jax.vmap: an assignment there is where it is lost.
         per_example = nnx_tracing.watched(
-            function, parsed.propagate_updates, function, signature, batched=True
+            plan.function, plan.propagate_updates, plan.function, plan.signature, batched=True
         )
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        in_axes, out_axes = self.in_axes, self.out_axes
+        in_axes, out_axes, axis_size, vmap_options = vmap
 
         def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
             if static_nonarrays:  # leaves that are not arrays are not batched
@@ -127,18 +115,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
         if static_nonarrays or statics != jax_options.NO_STATICS:
             batched = batch(per_example)
-        common.build(
-            self,
-            function,
-            batched,
-            max_traces,
-            signature,
-            statics,
-            mesh,
-            parsed.jit_kwargs,
-            around=batch,
-            donated=parsed.donated,
-        )
+        common.build(self, plan, batched, around=batch)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 

@@ -12,6 +12,7 @@ from jax.sharding import Mesh
 
 from tinax._src.core import validation
 from tinax._src.jit import common, jax_options, options
+from tinax._src.jit import plan as planning
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,28 +79,8 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        own = self.__dict__  # frozen: written as attrs's __init__ writes the fields
-        function = validation.check_function(_API, self.function)
-        max_traces = validation.check_max_traces(_API, self.max_traces)
-        signature = validation.LazySignature(function)
-        mesh = validation.check_mesh(_API, self.mesh)
-        on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        own["max_traces"] = max_traces
-        own["on_exceed"] = on_exceed
-        parsed = common.parse_jit_options(self, _API, signature, mesh, writes_back=True)
-        common.build(
-            self,
-            function,
-            function,
-            max_traces,
-            signature,
-            parsed.statics,
-            mesh,
-            parsed.jit_kwargs,
-            propagate_updates=parsed.propagate_updates,
-            donating=parsed.donating,
-            donated=parsed.donated,
-        )
+        plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
+        common.build(self, plan, plan.function)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 

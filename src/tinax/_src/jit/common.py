@@ -18,8 +18,8 @@ from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
 from tinax._src.jit import jax_options, meshes, options
+from tinax._src.jit.plan import Plan
 from tinax._src.models import nonarrays
-from tinax._src.models.nnx import checks as nnx_checks
 from tinax._src.models.nnx import propagate as nnx_propagate
 from tinax._src.models.nnx import tracing as nnx_tracing
 from tinax._src.models.nnx import trees as nnx_trees
@@ -43,80 +43,6 @@ class _Decorate:
 
 
 DECORATE: Any = _Decorate()
-
-
-@attrs.frozen
-class JitOptions:
-    """What `parse_jit_options` leaves the class to do: the statics its calls have, the
-    options for `jax.jit` (checked), and the model options, checked."""
-
-    statics: jax_options.Statics
-    jit_kwargs: dict[str, Any]
-    static_nonarrays: bool
-    propagate_updates: bool | None
-    donating: bool
-    donated: jax_options.Statics | None = None  # static_nonarrays: the donated arguments
-
-
-def parse_jit_options(
-    owner: Any,
-    api: str,
-    signature: validation.LazySignature,
-    mesh: Mesh | None,
-    *,
-    writes_back: bool = False,
-) -> JitOptions:
-    """Checks ``owner``'s `jax.jit` options and model options (``static_nonarrays``,
-    ``propagate_updates``), the same fields on both classes, and sets the normalized
-    ones on it. Returns what building the compiled callable needs. ``writes_back``:
-    the class writes back nnx updates itself (`BoundedJit`), so that its `jax.jit`
-    returns ``(output, updates)`` under ``propagate_updates=True``, and
-    ``out_shardings`` is given for the output."""
-    own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
-    nnx_checks.check_not_bound(api, owner.function)
-    if options.all_defaults(owner):  # most objects: nothing to check, nothing passed on
-        own["static_argnames"] = ()
-        own["donate_argnames"] = ()
-        return _DEFAULTS
-    propagate = nnx_checks.check_propagate_updates(api, owner.propagate_updates)
-    parsed = jax_options.parse(
-        api,
-        signature,
-        static_argnames=owner.static_argnames,
-        donate_argnames=owner.donate_argnames,
-        static_argnums=owner.static_argnums,
-        donate_argnums=owner.donate_argnums,
-        in_shardings=owner.in_shardings,
-        out_shardings=owner.out_shardings,
-        keep_unused=owner.keep_unused,
-        device=owner.device,
-        backend=owner.backend,
-        inline=owner.inline,
-        compiler_options=owner.compiler_options,
-        mesh=mesh,
-    )
-    static_nonarrays = nonarrays.check(api, owner.static_nonarrays, parsed, owner.in_shardings)
-    nnx_checks.check_with_nonarrays(api, propagate, static_nonarrays)
-    own["static_argnames"] = parsed.static_argnames
-    own["donate_argnames"] = parsed.donate_argnames
-    own["static_argnums"] = parsed.static_argnums
-    own["donate_argnums"] = parsed.donate_argnums
-    own["keep_unused"] = bool(owner.keep_unused)
-    own["inline"] = parsed.inline
-    own["static_nonarrays"] = static_nonarrays
-    own["propagate_updates"] = propagate
-    statics = parsed.statics
-    kwargs = parsed.jit_kwargs
-    donating = bool(parsed.donate_argnums or parsed.donate_argnames)
-    donated = None
-    if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
-        statics = statics._replace(nonarrays=True)
-        if parsed.donated.argnums or parsed.donated.argnames:  # the donated leaves apart
-            donated = parsed.donated
-        kwargs = nonarrays.jit_kwargs(kwargs, donated)
-    if propagate and writes_back and "out_shardings" in kwargs:
-        kwargs = {**kwargs, "out_shardings": nnx_checks.output_shardings(kwargs["out_shardings"])}
-    return JitOptions(statics, kwargs, static_nonarrays, propagate, donating, donated)
 
 
 class _WithOptions:
@@ -149,63 +75,48 @@ class _WithOptions:
         return self._kwargs
 
 
-# The options of an object built with every jax.jit and model option left at its default
-# (the factories' and the classes' own default objects, compared by identity): `jax.jit`
-# with no option, which raises nothing of its own to put tinax's name on.
-_DEFAULTS = JitOptions(jax_options.NO_STATICS, {}, False, None, False)
-
-
 def build(
     owner: Any,
-    function: Callable[..., Any],
+    plan: Plan,
     traced: Callable[..., Any],
-    max_traces: int,
-    signature: validation.LazySignature,
-    statics: jax_options.Statics,
-    mesh: Mesh | None,
-    jit_kwargs: dict[str, Any],
-    *,
     around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
-    propagate_updates: bool | None = False,
-    donating: bool = False,
-    donated: jax_options.Statics | None = None,
 ) -> None:
-    """Builds the counted, compiled callable of ``owner`` once, and its metadata.
+    """Builds the counted, compiled callable of ``owner`` once, from its ``plan``, and
+    sets the fields it shows (normalized) and its metadata.
 
     The counted function and the `jax.jit` object are built at the object's first
     use (`_AtFirstUse`), where the first trace hides their ~30 us, with the
     ``jax.jit`` in effect now; given options that `jax.jit` checks itself
-    (`options.CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time errors,
-    and so they are where a `jax.jit` cache object is set now (what `jax.jit` reads
-    when it builds: `private.jit_cache_object`); one set only around the first use
-    is not used, as by a `jax.jit` built now.
+    (`options.CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time
+    errors, and so they are where a `jax.jit` cache object is set now (what `jax.jit`
+    reads when it builds: `private.jit_cache_object`); one set only around the first
+    use is not used, as by a `jax.jit` built now.
 
     ``traced`` is what JAX traces (the function, or its `jax.vmap`); `jax.jit`
-    compiles the counted version of it with ``jit_kwargs``. ``around`` builds
+    compiles the counted version of it with the plan's options. ``around`` builds
     ``traced`` from another function (the `jax.vmap` of a `BatchedJit`; ``None``:
     the function itself): a stand-in goes through it to find the error a call would
     raise (`rejections`).
-    With ``statics.nonarrays`` (``static_nonarrays=True``), ``jit_kwargs`` must mark
-    argument 1 static: the call is split into array leaves and a static key
-    (`nonarrays`); ``donated`` (`JitOptions.donated`), the arguments whose leaves it
-    donates, split apart. ``propagate_updates`` as the classes take it (`models/nnx`; a
-    `BatchedJit` watches its per-example function itself and passes ``False``).
     """
     ledger = Ledger()
-    jit = _WithOptions(type(owner).__name__, jit_kwargs)  # the jax.jit in effect now
-    probe = _Probe(function, signature, around, jit, statics.nonarrays, donated)  # when needed
-    names = counting.jax_names(function)  # read once: the counted function's and the object's
+    jit = _WithOptions(plan.api, plan.jit_kwargs)  # the jax.jit in effect now
+    probe = _Probe(plan.function, plan.signature, around, jit, plan.statics.nonarrays, plan.donated)
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
     own.update(
-        _ledger=ledger, _signature=signature, _static=statics, _probe=probe, _donated=donated
+        plan.shown,
+        _plan=plan,
+        _ledger=ledger,
+        _signature=plan.signature,
+        _static=plan.statics,
+        _probe=probe,
+        _donated=plan.donated,
     )
+    names = counting.jax_names(plan.function)  # read once: the counted function's and ours
+    _present(owner, plan.function, names)
     if jit.later:  # nothing jax.jit could raise: built at the first use
-        own["_pending"] = (traced, jit, names, mesh, propagate_updates, donating)
+        own["_pending"] = (traced,)
     else:  # jax.jit's own errors for the options are raised at wrap time
-        own["_jitted"], own["_call"] = _compiled_call(
-            owner, traced, jit, names, mesh, propagate_updates, donating
-        )
-    _present(owner, function, names)
+        own["_jitted"], own["_call"] = _compiled_call(owner, traced)
     registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
 
 
@@ -225,33 +136,31 @@ def _compile(owner: Any) -> None:
         del own["_pending"]
 
 
-def _compiled_call(
-    owner: Any,
-    traced: Callable[..., Any],
-    jit: _WithOptions,
-    names: tuple[str, str],
-    mesh: Mesh | None,
-    propagate_updates: bool | None,
-    donating: bool,
-) -> tuple[Any, Callable[..., Any]]:
-    """The counted function of ``owner`` (whose ledger, signature, statics and probe
-    `build` has set), its `jax.jit` object, and the object's call."""
+def _compiled_call(owner: Any, traced: Callable[..., Any]) -> tuple[Any, Callable[..., Any]]:
+    """The counted function of ``owner`` (whose plan, ledger and probe `build` has set),
+    its `jax.jit` object, and the object's call."""
     own = owner.__dict__
+    plan: Plan = own["_plan"]
     function, signature, statics, ledger = (
-        owner.function,
-        own["_signature"],
-        own["_static"],
+        plan.function,
+        plan.signature,
+        plan.statics,
         own["_ledger"],
     )
-    api = type(owner).__name__
-    traced = nnx_tracing.watched(traced, propagate_updates, function, signature, write_all=donating)
+    jit: _WithOptions = own["_probe"].jit
+    names: tuple[str, str] = (own["__name__"], own["__qualname__"])
+    api = plan.api
+    propagate_updates = plan.write_back
+    traced = nnx_tracing.watched(
+        traced, propagate_updates, function, signature, write_all=plan.donating
+    )
     if statics.nonarrays:  # its output: split, unless out_shardings is a tree for it
         split_output = nonarrays.splits_output(jit.options)
         traced = (nonarrays.returning_parts if split_output else nonarrays.returning_marked)(traced)
     counted = counting.counted(
         traced,
         ledger,
-        owner.max_traces,
+        plan.max_traces,
         signature,
         statics,
         function,
@@ -259,7 +168,7 @@ def _compiled_call(
         rejects=own["_probe"].traced,
     )
     if statics.nonarrays:
-        counted = nonarrays.joined(counted, *names, own["_donated"])
+        counted = nonarrays.joined(counted, *names, plan.donated)
     compiled = nnx_tracing.rebinding(counted) if propagate_updates else counted
     if not (statics.nonarrays or propagate_updates):  # the user's arguments reach jax.jit
         hint = functools.partial(leaf_error, api, signature, statics)
@@ -268,10 +177,10 @@ def _compiled_call(
     compiles.register(compiled, ledger, jitted)  # and those of jaxprs made from its traces
     if propagate_updates:
         jitted = nnx_propagate.Propagating(jitted, function, signature)
-    call = meshes.bind_mesh(jitted, mesh, api)
+    call = meshes.bind_mesh(jitted, plan.mesh, api)
     if statics.nonarrays:
         unhashable = functools.partial(leaf_error, api, signature, statics)
-        call = nonarrays.caller(call, unhashable, own["_donated"])
+        call = nonarrays.caller(call, unhashable, plan.donated)
     return jitted, call
 
 
@@ -304,11 +213,11 @@ class _Probe:
         "_around",
         "_donated",
         "_function",
-        "_jit",
         "_jitted",
         "_nonarrays",
         "_signature",
         "_traced",
+        "jit",
     )
 
     def __init__(
@@ -325,7 +234,7 @@ class _Probe:
         self._function = function
         self._signature = signature
         self._around = around
-        self._jit = jit
+        self.jit = jit
         self._traced: Callable[..., Any] | None = None
         self._jitted: Any = None
 
@@ -350,7 +259,7 @@ class _Probe:
             if self._nonarrays:
                 names = counting.jax_names(self._function)
                 built = nonarrays.joined(built, *names, self._donated)
-            self._jitted = self._jit(built)
+            self._jitted = self.jit(built)
         return self._jitted
 
 

@@ -147,14 +147,16 @@ PARSED: tuple[str, ...] = tuple(o.name for o in OPTIONS if o.kind in ("jax.jit",
 # backend, and its warnings for them): an object given one builds its jax.jit at wrap time.
 CHECKED_BY_JAX: frozenset[str] = frozenset(o.name for o in OPTIONS if o.checked_by_jax)
 
-_read_parsed = operator.attrgetter(*PARSED)
+_read_parsed: Callable[[Mapping[str, object]], tuple[object, ...]] = cast(
+    Any, operator.itemgetter(*PARSED)
+)
 _PARSED_DEFAULTS: tuple[object, ...] = tuple(BY_NAME[name].default for name in PARSED)
 
 
-def all_defaults(owner: object) -> bool:
-    """Whether every `jax.jit` and model option of ``owner`` is its default object: then
-    there is nothing to check (about 9 us of a wrap saved)."""
-    return all(map(operator.is_, _read_parsed(owner), _PARSED_DEFAULTS))
+def all_defaults(values: Mapping[str, object]) -> bool:
+    """Whether every `jax.jit` and model option in ``values`` (an object's fields) is its
+    default object: then there is nothing to check (about 9 us of a wrap saved)."""
+    return all(map(operator.is_, _read_parsed(values), _PARSED_DEFAULTS))
 
 
 def given(api: Api, values: Mapping[str, Any]) -> dict[str, Any]:
