@@ -8,13 +8,11 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import attrs
-import jax
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
 from tinax._src.jit import common, jax_options, options
 from tinax._src.jit import plan as planning
-from tinax._src.models import nonarrays
 from tinax._src.models.nnx import tracing as nnx_tracing
 
 R = TypeVar("R")
@@ -95,7 +93,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     def __attrs_post_init__(self) -> None:
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
         vmap = cast(planning.Vmap, plan.vmap)
-        static_nonarrays, statics = plan.static_nonarrays, plan.statics
+        statics, convention = plan.statics, plan.convention
         # Watched per example, under jax.vmap: an assignment there is where it is lost.
         per_example = nnx_tracing.watched(
             plan.function, plan.propagate_updates, plan.function, plan.signature, batched=True
@@ -103,67 +101,27 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
         in_axes, out_axes, axis_size, vmap_options = vmap
 
+        def split(inner: Callable[..., Any]) -> Callable[..., Any] | None:
+            # Batched at trace time, where the call is split (static arguments, or leaves
+            # that are not arrays, are not batched); None: the jax.vmap of the whole call.
+            return convention.batch(inner, statics, in_axes, out_axes, axis_size, vmap_options)
+
         def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
-            if static_nonarrays:  # leaves that are not arrays are not batched
-                return nonarrays.vmapped(inner, in_axes, out_axes, axis_size, vmap_options)
-            if statics != jax_options.NO_STATICS:  # static arguments are not batched
-                return _batch_dynamic(inner, statics, in_axes, out_axes, axis_size, vmap_options)
-            return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
+            found = split(inner)
+            if found is None:
+                return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
+            return found
 
         # Built in every case: jax.vmap checks in_axes/out_axes now, at wrap time, also where
         # the call is batched by a split that builds its jax.vmap only at trace time.
         batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
-        if static_nonarrays or statics != jax_options.NO_STATICS:
-            batched = batch(per_example)
+        batched = split(per_example) or batched
         common.build(self, plan, batched, around=batch)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
         def __call__(self, *args: Any, **kwargs: Any) -> R:
             return self._call(*args, **kwargs)
-
-
-def _batch_dynamic(
-    function: Callable[..., Any],
-    statics: jax_options.Statics,
-    in_axes: Any,
-    out_axes: Any,
-    axis_size: int | None,
-    vmap_options: dict[str, Any],
-) -> Callable[..., Any]:
-    """``function`` batched over its dynamic arguments only: the static ones, which
-    `jax.jit` passes in as Python values, never reach `jax.vmap`.
-
-    An ``in_axes`` tuple with one entry per positional argument of the call has the
-    entries of static positions dropped; a shorter one is taken to cover the
-    dynamic positional arguments only. Runs at trace time only.
-    """
-
-    def batched(*args: Any, **kwargs: Any) -> Any:
-        count = len(args)
-        static_at = {i: a for i, a in enumerate(args) if statics.positional(i, count)}
-        dynamic = [a for i, a in enumerate(args) if i not in static_at]
-        static_kwargs = {k: v for k, v in kwargs.items() if k in statics.argnames}
-        dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in statics.argnames}
-        axes: Any = in_axes
-        if type(axes) is tuple and len(cast(tuple[Any, ...], axes)) == count:
-            axes = tuple(a for i, a in enumerate(cast(tuple[Any, ...], axes)) if i not in static_at)
-
-        def per_example(*inner: Any, **inner_kwargs: Any) -> Any:
-            rest = iter(inner)
-            full = [static_at[i] if i in static_at else next(rest) for i in range(count)]
-            return function(*full, **static_kwargs, **inner_kwargs)
-
-        vmapped: Callable[..., Any] = jax.vmap(
-            per_example,
-            in_axes=cast(Any, axes),
-            out_axes=out_axes,
-            axis_size=axis_size,
-            **vmap_options,
-        )
-        return vmapped(*dynamic, **dynamic_kwargs)
-
-    return batched
 
 
 @overload

@@ -17,10 +17,8 @@ from tinax._src import private
 from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
-from tinax._src.jit import jax_options, meshes, options
+from tinax._src.jit import conventions, jax_options, meshes, options
 from tinax._src.jit.plan import Plan
-from tinax._src.models import nonarrays
-from tinax._src.models.nnx import propagate as nnx_propagate
 from tinax._src.models.nnx import tracing as nnx_tracing
 from tinax._src.models.nnx import trees as nnx_trees
 from tinax._src.objects.ledger import Ledger
@@ -100,7 +98,7 @@ def build(
     """
     ledger = Ledger()
     jit = _WithOptions(plan.api, plan.jit_kwargs)  # the jax.jit in effect now
-    probe = _Probe(plan.function, plan.signature, around, jit, plan.statics.nonarrays, plan.donated)
+    probe = _Probe(plan.function, plan.signature, around, jit, plan.convention)
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
     own.update(
         plan.shown,
@@ -109,7 +107,6 @@ def build(
         _signature=plan.signature,
         _static=plan.statics,
         _probe=probe,
-        _donated=plan.donated,
     )
     names = counting.jax_names(plan.function)  # read once: the counted function's and ours
     _present(owner, plan.function, names)
@@ -149,16 +146,10 @@ def _compiled_call(owner: Any, traced: Callable[..., Any]) -> tuple[Any, Callabl
     )
     jit: _WithOptions = own["_probe"].jit
     names: tuple[str, str] = (own["__name__"], own["__qualname__"])
-    api = plan.api
-    propagate_updates = plan.write_back
-    traced = nnx_tracing.watched(
-        traced, propagate_updates, function, signature, write_all=plan.donating
-    )
-    if statics.nonarrays:  # its output: split, unless out_shardings is a tree for it
-        split_output = nonarrays.splits_output(jit.options)
-        traced = (nonarrays.returning_parts if split_output else nonarrays.returning_marked)(traced)
+    api, convention = plan.api, plan.convention
+    watched = nnx_tracing.watched(traced, plan.watch, function, signature, write_all=plan.donating)
     counted = counting.counted(
-        traced,
+        convention.traced(watched, jit.options),
         ledger,
         plan.max_traces,
         signature,
@@ -167,20 +158,12 @@ def _compiled_call(owner: Any, traced: Callable[..., Any]) -> tuple[Any, Callabl
         names=names,
         rejects=own["_probe"].traced,
     )
-    if statics.nonarrays:
-        counted = nonarrays.joined(counted, *names, plan.donated)
-    compiled = nnx_tracing.rebinding(counted) if propagate_updates else counted
-    if not (statics.nonarrays or propagate_updates):  # the user's arguments reach jax.jit
-        hint = functools.partial(leaf_error, api, signature, statics)
-        compiled = rejections.hinted(compiled, hint)  # JAX's slow path says static_nonarrays
+    refused = functools.partial(leaf_error, api, signature, statics, convention)
+    compiled = convention.compiled(counted, names, refused)
     jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
     compiles.register(compiled, ledger, jitted)  # and those of jaxprs made from its traces
-    if propagate_updates:
-        jitted = nnx_propagate.Propagating(jitted, function, signature)
-    call = meshes.bind_mesh(jitted, plan.mesh, api)
-    if statics.nonarrays:
-        unhashable = functools.partial(leaf_error, api, signature, statics)
-        call = nonarrays.caller(call, unhashable, plan.donated)
+    jitted = convention.jitted(jitted, function, signature)
+    call = convention.caller(meshes.bind_mesh(jitted, plan.mesh, api), refused)
     return jitted, call
 
 
@@ -211,10 +194,9 @@ class _Probe:
 
     __slots__ = (
         "_around",
-        "_donated",
+        "_convention",
         "_function",
         "_jitted",
-        "_nonarrays",
         "_signature",
         "_traced",
         "jit",
@@ -226,11 +208,9 @@ class _Probe:
         signature: validation.LazySignature,
         around: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
         jit: Callable[[Callable[..., Any]], Any],
-        split: bool = False,
-        donated: jax_options.Statics | None = None,
+        convention: conventions.Convention,
     ) -> None:
-        self._nonarrays = split  # static_nonarrays: jit takes (array leaves, static key)
-        self._donated = donated  # and the donated arguments' leaves apart
+        self._convention = convention  # how the jit takes a call
         self._function = function
         self._signature = signature
         self._around = around
@@ -256,10 +236,8 @@ class _Probe:
         ``static_nonarrays``, called as the object's `jax.jit` is: split."""
         if self._jitted is None:
             built = self._built(placements=True)
-            if self._nonarrays:
-                names = counting.jax_names(self._function)
-                built = nonarrays.joined(built, *names, self._donated)
-            self._jitted = self.jit(built)
+            names = counting.jax_names(self._function)
+            self._jitted = self.jit(self._convention.stand_in(built, names))
         return self._jitted
 
 
@@ -310,17 +288,17 @@ def leaf_error(
     api: str,
     signature: validation.LazySignature,
     statics: jax_options.Statics,
+    convention: conventions.Convention,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> str | None:
     """tinax's message for a call JAX refuses for one of its leaves (error paths only):
-    with ``static_nonarrays``, the first leaf that is not an array and not hashable;
-    without, the first leaf that is not an array. ``None`` if there is none."""
+    the first leaf that is not an array and that the ``convention`` refuses (with
+    ``static_nonarrays``, one that is not hashable), or ``None`` if there is none."""
     for path, value in _leaves(signature, statics, args, kwargs):
-        if not statics.nonarrays:
-            return nonarrays.refused_leaf_message(api, path, value)
-        if not nonarrays.hashable(value):
-            return nonarrays.unhashable_message(api, path, value)
+        refused = convention.leaf_message(api, path, value)
+        if refused is not None:
+            return refused
     return None
 
 
@@ -420,7 +398,7 @@ class BudgetedMixin:
     _signature: validation.LazySignature
     _static: jax_options.Statics
     _probe: _Probe
-    _donated: jax_options.Statics | None
+    _plan: Plan
     # Built at the first call (or the first lower, trace, precompile...) unless jax.jit
     # checks the options itself (`build`): a program's wrap costs less than jax.jit's, and
     # the build is lost in the first trace. A cached call finds them in the __dict__.
@@ -502,9 +480,7 @@ class BudgetedMixin:
             leaf_error = self._leaf_error(args, kwargs)
             raises = None if leaf_error is None else f"TypeError: {leaf_error}"
         if raises is None:  # JAX's own checks, around a stand-in for the function
-            jax_args, jax_kwargs = args, kwargs
-            if self._static.nonarrays:
-                jax_args, jax_kwargs = nonarrays.split_call(args, kwargs, self._donated)
+            jax_args, jax_kwargs = self._plan.convention.jax_arguments(args, kwargs)
             rejected = self._under_mesh(
                 rejections.rejection, self._probe.get(), jax_args, jax_kwargs
             )
@@ -537,7 +513,8 @@ class BudgetedMixin:
 
     def _leaf_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """tinax's message for a call JAX refuses for one of its leaves, or ``None``."""
-        return leaf_error(type(self).__name__, self._signature, self._static, args, kwargs)
+        api, convention = type(self).__name__, self._plan.convention
+        return leaf_error(api, self._signature, self._static, convention, args, kwargs)
 
     def _static_error(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
         """tinax's message for a call with an unhashable static argument, or ``None``."""
@@ -550,9 +527,7 @@ class BudgetedMixin:
         ``static_nonarrays``, on the call split into array leaves and a static key.
         JAX's `TypeError` for a leaf it cannot take, and its `ValueError` for an
         unhashable static argument, are told in tinax's words (the same type)."""
-        jax_args, jax_kwargs = args, kwargs
-        if self._static.nonarrays:
-            jax_args, jax_kwargs = nonarrays.split_call(args, kwargs, self._donated)
+        jax_args, jax_kwargs = self._plan.convention.jax_arguments(args, kwargs)
         try:
             return self._under_mesh(method, *jax_args, **jax_kwargs)
         except ValueError:  # JAX's, for an unhashable static argument (or key)
@@ -583,7 +558,7 @@ class BudgetedMixin:
         self._checked_warm(args, kwargs)
         stage = self._forward(self._jitted.trace, args, kwargs)
         known = self._signature.get()
-        traced = nnx_propagate.jax_stage(stage)
+        traced = self._plan.convention.jax_stage(stage)
         number = compiles.trace_number(self._ledger, getattr(traced, "jaxpr", None))
         try:
             if number is None:  # a trace no compile or stage has shown its jaxpr yet
@@ -620,7 +595,7 @@ class BudgetedMixin:
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
         self._checked_warm(args, kwargs)
         out = self._forward(self._jitted.eval_shape, args, kwargs)
-        return nonarrays.whole(out) if self._static.nonarrays else out
+        return self._plan.convention.output(out)
 
     @_user_facing
     def precompile(self, *args: Any, **kwargs: Any) -> jax.stages.Compiled:
@@ -670,7 +645,8 @@ class BudgetedMixin:
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
         lowered = self._under_mesh(stage.lower)
-        return args, kwargs, nnx_propagate.jax_stage(stage), self._under_mesh(lowered.compile)
+        jax_stage = self._plan.convention.jax_stage(stage)
+        return args, kwargs, jax_stage, self._under_mesh(lowered.compile)
 
     def _jax_level(
         self,
@@ -681,19 +657,10 @@ class BudgetedMixin:
         """``method(jitted, jax_args, jax_kwargs)``: the object's own `jax.jit` object and
         a call's arguments as it gets them (split under ``static_nonarrays``, the nnx
         objects replaced under ``propagate_updates``), under the mesh."""
-        jitted = self._jitted
-        if isinstance(jitted, nnx_propagate.Propagating):
-            propagating = jitted
+        jitted, convention = self._jitted, self._plan.convention
 
-            def at_jax(inner: Any, *a: Any, **k: Any) -> R:
-                return method(inner, a, k)
-
-            def run(*jax_args: Any, **jax_kwargs: Any) -> R:
-                return propagating.bound(at_jax, *jax_args, **jax_kwargs)
-        else:
-
-            def run(*jax_args: Any, **jax_kwargs: Any) -> R:
-                return method(jitted, jax_args, jax_kwargs)
+        def run(*jax_args: Any, **jax_kwargs: Any) -> R:
+            return convention.at_jax(jitted, method, jax_args, jax_kwargs)
 
         return self._forward(run, args, kwargs)
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import jax_options, options
+from tinax._src.jit import conventions, jax_options, options
 from tinax._src.models import nonarrays
 from tinax._src.models.nnx import checks as nnx_checks
 
@@ -43,14 +43,12 @@ class Plan(NamedTuple):
         statics: Which arguments are static, as `jax.jit` decides it on each call
             (``nonarrays``: every leaf that is not an array).
         jit_kwargs: The options `jax.jit` is given (only those the user gave).
-        static_nonarrays: The call reaches `jax.jit` split (`models/nonarrays`).
+        convention: How a call reaches `jax.jit` (`conventions`).
         propagate_updates: ``propagate_updates``, checked.
-        write_back: What the counted function watches for lost nnx updates at the
-            level of the whole call (``propagate_updates``; ``False`` for a
+        watch: How the counted function watches the whole call for lost nnx updates
+            (`models/nnx/tracing.watched`'s mode: ``propagate_updates``; ``False`` for a
             `BatchedJit`, which watches each example itself).
         donating: Whether any argument is donated.
-        donated: With ``static_nonarrays``, the arguments whose array leaves are
-            donated apart, or ``None``.
         vmap: What `jax.vmap` is given, or ``None`` (a `BoundedJit`).
         shown: The normalized values of the fields the object shows.
     """
@@ -63,11 +61,10 @@ class Plan(NamedTuple):
     on_exceed: str | None
     statics: jax_options.Statics
     jit_kwargs: dict[str, Any]
-    static_nonarrays: bool
+    convention: conventions.Convention
     propagate_updates: bool | None
-    write_back: bool | None
+    watch: bool | None
     donating: bool
-    donated: jax_options.Statics | None
     vmap: Vmap | None
     shown: dict[str, Any]
 
@@ -109,11 +106,10 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
             on_exceed,
             jax_options.NO_STATICS,
             _NO_KWARGS,
-            False,
+            conventions.PLAIN,
             None,
             False if batched else None,
             False,
-            None,
             vmap,
             shown,
         )
@@ -134,19 +130,15 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
         propagate_updates=propagate,
     )
     statics = parsed.statics
-    kwargs = parsed.jit_kwargs
-    donating = bool(parsed.donate_argnums or parsed.donate_argnames)
-    donated = None
+    # The one choice of a calling convention: everything after composes it.
+    convention: conventions.Convention = conventions.PLAIN
     if static_nonarrays:  # the call reaches jax.jit as (array leaves, static key)
         statics = statics._replace(nonarrays=True)
-        if parsed.donated.argnums or parsed.donated.argnames:  # the donated leaves apart
-            donated = parsed.donated
-        kwargs = nonarrays.jit_kwargs(kwargs, donated)
-    # A BoundedJit writes nnx updates back itself: its jax.jit returns (output, updates),
-    # and out_shardings is given for the output.
-    write_back = False if batched else propagate
-    if write_back and "out_shardings" in kwargs:
-        kwargs = {**kwargs, "out_shardings": nnx_checks.output_shardings(kwargs["out_shardings"])}
+        donated = parsed.donated  # the donated arguments' leaves apart
+        convention = conventions.NonArrays(donated if donated != jax_options.NO_STATICS else None)
+    elif propagate and not batched:  # a BoundedJit writes nnx updates back itself
+        convention = conventions.WRITE_BACK
+    donating = bool(parsed.donate_argnums or parsed.donate_argnames)
     return Plan(
         api,
         function,
@@ -155,12 +147,11 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
         mesh,
         on_exceed,
         statics,
-        kwargs,
-        static_nonarrays,
+        convention.jit_kwargs(parsed.jit_kwargs),
+        convention,
         propagate,
-        write_back,
+        False if batched else propagate,
         donating and not batched,
-        donated,
         vmap,
         shown,
     )
