@@ -222,7 +222,13 @@ def test_the_architecture_page_names_every_module():
 # In jit/, the calling conventions (jit/conventions: plain, equinox's non-arrays, nnx's
 # write-back) are composed, never asked for: no branch tests a mode, but plan.parse, which
 # chooses the convention.
-_MODE_NAMES = {"static_nonarrays", "propagate_updates", "write_back", "Propagating"}
+_MODE_NAMES = {"static_nonarrays", "propagate_updates", "write_back", "Propagating"} | {
+    "Plain",
+    "PLAIN",
+    "NonArrays",
+    "WriteBack",
+    "WRITE_BACK",
+}
 _MODE_ATTRIBUTES = _MODE_NAMES | {"nonarrays"}  # Statics.nonarrays; not the module nonarrays
 _CHOOSES_THE_CONVENTION = {"plan.py"}
 
@@ -273,6 +279,7 @@ def test_no_branch_on_a_mode_in_jit():
         "call = a if propagate_updates else b\n",
         "ok = isinstance(jitted, nnx_propagate.Propagating) and x\n",
         "kept = [x for x in xs if plan.static_nonarrays]\n",
+        "if isinstance(plan.convention, conventions.NonArrays):\n    pass\n",
     ],
 )
 def test_a_branch_on_a_mode_is_found(tmp_path, source):

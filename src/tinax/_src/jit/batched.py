@@ -11,7 +11,7 @@ import attrs
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import common, jax_options, options
+from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
 from tinax._src.models.nnx import tracing as nnx_tracing
 
@@ -21,7 +21,7 @@ _API = "BatchedJit"
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)
-class BatchedJit(common.BudgetedMixin, Generic[R]):
+class BatchedJit(methods.BudgetedMixin, Generic[R]):
     """``jax.jit(jax.vmap(function))`` with an exact, per-object trace budget.
 
     Built by `batched_jit`, which takes the same arguments; see there for what
@@ -116,7 +116,7 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
         # the call is batched by a split that builds its jax.vmap only at trace time.
         batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
         batched = split(per_example) or batched
-        common.build(self, plan, batched, around=batch)
+        build.build(self, plan, batched, around=batch)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -182,7 +182,7 @@ def batched_jit(
 
 
 def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
-    function: Callable[..., R] = common.DECORATE,
+    function: Callable[..., R] = options.DECORATE,
     *,
     in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
     out_axes: Any = 0,
@@ -313,7 +313,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         [3.0, 3.0, 3.0, 3.0]
     """
     values = options.given(_API, locals())
-    if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
+    if function is options.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BatchedJit, **values))
     return BatchedJit(function, **values)
 

@@ -11,7 +11,7 @@ import attrs
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import common, jax_options, options
+from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
 
 P = ParamSpec("P")
@@ -21,7 +21,7 @@ _API = "BoundedJit"
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)
-class BoundedJit(common.BudgetedMixin, Generic[P, R]):
+class BoundedJit(methods.BudgetedMixin, Generic[P, R]):
     """A `jax.jit`-compiled callable with an exact, per-object trace budget.
 
     Built by `bounded_jit`, which takes the same arguments; see there for what
@@ -80,7 +80,7 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
 
     def __attrs_post_init__(self) -> None:
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
-        common.build(self, plan, plan.function)
+        build.build(self, plan, plan.function)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -134,7 +134,7 @@ def bounded_jit(
 
 
 def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
-    function: Callable[P, R] = common.DECORATE,
+    function: Callable[P, R] = options.DECORATE,
     *,
     max_traces: int,
     static_argnames: Sequence[str] = (),
@@ -289,7 +289,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         [9.0, 9.0]
     """
     values = options.given(_API, locals())
-    if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
+    if function is options.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
         return cast(Any, functools.partial(BoundedJit, **values))
     return BoundedJit(function, **values)
 

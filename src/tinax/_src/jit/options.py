@@ -172,3 +172,16 @@ def page_defaults(factory: Callable[..., Any]) -> None:
     for name in defaults:
         if BY_NAME[name].default is statics.NO_NAMES:
             defaults[name] = statics.NO_NAMES
+
+
+class _Decorate:
+    """The default of a factory's ``function``: no function yet, so the factory returns
+    a decorator (``@bounded_jit(max_traces=1)``), as ``jax.jit(**options)`` does."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DECORATE"
+
+
+DECORATE: Any = _Decorate()

@@ -1,13 +1,14 @@
-"""Behaviour shared by `BoundedJit` and `BatchedJit`: metadata, binding, introspection."""
+"""What both classes offer besides a call (`BudgetedMixin`): the counts, the history,
+``explain``, ``lower``/``trace``/``eval_shape``/``precompile``, ``clear_cache``, copies,
+binding as a method, the repr; and the cached call itself, the property over ``_call``."""
 
 from __future__ import annotations
 
 import functools
 import operator
-import threading
 import types
-from collections.abc import Callable, Mapping
-from typing import Any, ParamSpec, TypeVar, cast, overload
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
 import attrs
 import jax
@@ -17,363 +18,16 @@ from tinax._src import private
 from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
-from tinax._src.jit import conventions, jax_options, meshes, options
+from tinax._src.jit import jax_options, meshes
+from tinax._src.jit.build import AtFirstUse
+from tinax._src.jit.call_errors import leaf_error, named_arguments, static_error
 from tinax._src.jit.plan import Plan
-from tinax._src.models.nnx import tracing as nnx_tracing
+from tinax._src.jit.probe import Probe
 from tinax._src.models.nnx import trees as nnx_trees
 from tinax._src.objects.ledger import Ledger
-from tinax._src.observe import registry
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-_MISSING = object()
-
-
-class _Decorate:
-    """The default of a factory's ``function``: no function yet, so the factory returns
-    a decorator (``@bounded_jit(max_traces=1)``), as ``jax.jit(**options)`` does."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "DECORATE"
-
-
-DECORATE: Any = _Decorate()
-
-
-class _WithOptions:
-    """``jax.jit`` with an object's options (none, or those `parse_jit_options` passes on),
-    as `jax_options.jit` calls it: the ``jax.jit`` in effect when the object was built (a
-    patched one too), and what that ``jax.jit`` reads when it builds its object, as it
-    was then. ``later``: nothing it could raise and nothing it reads is set, so `build`
-    leaves it to the object's first use."""
-
-    __slots__ = ("_api", "_jit", "_kwargs", "later")
-
-    def __init__(self, api: str, kwargs: dict[str, Any]) -> None:
-        self._api = api
-        self._kwargs = kwargs
-        self._jit: Any = cast(Any, jax).jit
-        # A jax.jit cache object set around the wrap (JAX's jax_jit_cpp_cache_obj, the
-        # one config jax.jit reads when it builds): built now, in it, as jax.jit would be.
-        later = options.CHECKED_BY_JAX.isdisjoint(kwargs)
-        self.later = later and private.jit_cache_object() is None
-
-    def __call__(self, counted: Callable[..., Any]) -> Any:
-        if self.later and private.jit_cache_object() is not None:
-            with private.no_jit_cache_object():  # set around the first use, not the wrap
-                return jax_options.jit(self._api, counted, self._kwargs, self._jit)
-        return jax_options.jit(self._api, counted, self._kwargs, self._jit)
-
-    @property
-    def options(self) -> dict[str, Any]:
-        """The options passed to `jax.jit`."""
-        return self._kwargs
-
-
-def build(
-    owner: Any,
-    plan: Plan,
-    traced: Callable[..., Any],
-    around: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
-) -> None:
-    """Builds the counted, compiled callable of ``owner`` once, from its ``plan``, and
-    sets the fields it shows (normalized) and its metadata.
-
-    The counted function and the `jax.jit` object are built at the object's first
-    use (`_AtFirstUse`), where the first trace hides their ~30 us, with the
-    ``jax.jit`` in effect now; given options that `jax.jit` checks itself
-    (`options.CHECKED_BY_JAX`), they are built now, so that its errors are wrap-time
-    errors, and so they are where a `jax.jit` cache object is set now (what `jax.jit`
-    reads when it builds: `private.jit_cache_object`); one set only around the first
-    use is not used, as by a `jax.jit` built now.
-
-    ``traced`` is what JAX traces (the function, or its `jax.vmap`); `jax.jit`
-    compiles the counted version of it with the plan's options. ``around`` builds
-    ``traced`` from another function (the `jax.vmap` of a `BatchedJit`; ``None``:
-    the function itself): a stand-in goes through it to find the error a call would
-    raise (`rejections`).
-    """
-    ledger = Ledger()
-    jit = _WithOptions(plan.api, plan.jit_kwargs)  # the jax.jit in effect now
-    probe = _Probe(plan.function, plan.signature, around, jit, plan.convention)
-    own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
-    own.update(
-        plan.shown,
-        _plan=plan,
-        _ledger=ledger,
-        _signature=plan.signature,
-        _static=plan.statics,
-        _probe=probe,
-    )
-    names = counting.jax_names(plan.function)  # read once: the counted function's and ours
-    _present(owner, plan.function, names)
-    if jit.later:  # nothing jax.jit could raise: built at the first use
-        own["_pending"] = (traced,)
-    else:  # jax.jit's own errors for the options are raised at wrap time
-        own["_jitted"], own["_call"] = _compiled_call(owner, traced)
-    registry.register(owner, ledger)  # weakly: tinax.jit.budgets() lists live objects
-
-
-# One lock for every object's first use: a build takes ~30 us, once per object.
-_compiling = threading.RLock()
-
-
-def _compile(owner: Any) -> None:
-    """Builds the `jax.jit` object and the call of an object at its first use, unless
-    another thread has (`build` left what they need in ``_pending``)."""
-    own = owner.__dict__
-    with _compiling:
-        pending = own.get("_pending")
-        if pending is None:
-            return
-        own["_jitted"], own["_call"] = _compiled_call(owner, *pending)
-        del own["_pending"]
-
-
-def _compiled_call(owner: Any, traced: Callable[..., Any]) -> tuple[Any, Callable[..., Any]]:
-    """The counted function of ``owner`` (whose plan, ledger and probe `build` has set),
-    its `jax.jit` object, and the object's call."""
-    own = owner.__dict__
-    plan: Plan = own["_plan"]
-    function, signature, statics, ledger = (
-        plan.function,
-        plan.signature,
-        plan.statics,
-        own["_ledger"],
-    )
-    jit: _WithOptions = own["_probe"].jit
-    names: tuple[str, str] = (own["__name__"], own["__qualname__"])
-    api, convention = plan.api, plan.convention
-    watched = nnx_tracing.watched(traced, plan.watch, function, signature, write_all=plan.donating)
-    counted = counting.counted(
-        convention.traced(watched, jit.options),
-        ledger,
-        plan.max_traces,
-        signature,
-        statics,
-        function,
-        names=names,
-        rejects=own["_probe"].traced,
-    )
-    refused = functools.partial(leaf_error, api, signature, statics, convention)
-    compiled = convention.compiled(counted, names, refused)
-    jitted = jit(compiled)  # what jax.jit calls: its compiles are this object's
-    compiles.register(compiled, ledger, jitted)  # and those of jaxprs made from its traces
-    jitted = convention.jitted(jitted, function, signature)
-    call = convention.caller(meshes.bind_mesh(jitted, plan.mesh, api), refused)
-    return jitted, call
-
-
-class _AtFirstUse:
-    """A class attribute standing for a part of the compiled callable (``_jitted``,
-    ``_call``) until `_compile` has put it in the object's ``__dict__``, where Python
-    finds it first: this descriptor has no ``__set__``. The first read builds; later
-    reads, a call's among them, never come here."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, instance: None, owner: type | None = None) -> _AtFirstUse: ...
-    @overload
-    def __get__(self, instance: object, owner: type | None = None) -> Any: ...
-    def __get__(self, instance: object, owner: type | None = None) -> Any:
-        if instance is None:
-            return self
-        _compile(instance)
-        return instance.__dict__[self._name]
-
-
-class _Probe:
-    """The stand-in for the function (`rejections.stand_in`) through the object's own
-    pipeline (``around``: its `jax.vmap`), and its ``jit``; both built when first
-    needed (an overrun, ``explain``), never at wrap time."""
-
-    __slots__ = (
-        "_around",
-        "_convention",
-        "_function",
-        "_jitted",
-        "_signature",
-        "_traced",
-        "jit",
-    )
-
-    def __init__(
-        self,
-        function: Callable[..., Any],
-        signature: validation.LazySignature,
-        around: Callable[[Callable[..., Any]], Callable[..., Any]] | None,
-        jit: Callable[[Callable[..., Any]], Any],
-        convention: conventions.Convention,
-    ) -> None:
-        self._convention = convention  # how the jit takes a call
-        self._function = function
-        self._signature = signature
-        self._around = around
-        self.jit = jit
-        self._traced: Callable[..., Any] | None = None
-        self._jitted: Any = None
-
-    def _built(self, placements: bool = False) -> Callable[..., Any]:
-        if placements:  # explain's: built once, for the jit (rejections.stand_in)
-            inner = rejections.stand_in(self._function, self._signature, placements=True)
-            return inner if self._around is None else self._around(inner)
-        if self._traced is None:
-            inner = rejections.stand_in(self._function, self._signature)
-            self._traced = inner if self._around is None else self._around(inner)
-        return self._traced
-
-    def traced(self, *args: Any, **kwargs: Any) -> Any:
-        """Runs the stand-in inside a trace: raises what the call would raise."""
-        return self._built()(*args, **kwargs)
-
-    def get(self) -> Any:
-        """The stand-in, jitted with the object's options (``explain``); with
-        ``static_nonarrays``, called as the object's `jax.jit` is: split."""
-        if self._jitted is None:
-            built = self._built(placements=True)
-            names = counting.jax_names(self._function)
-            self._jitted = self.jit(self._convention.stand_in(built, names))
-        return self._jitted
-
-
-def _leaves(
-    signature: validation.LazySignature,
-    statics: jax_options.Statics,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> list[tuple[str, Any]]:
-    """``(path, value)`` of each leaf of the call that is not an array (error paths only);
-    none where an argument holds a cycle (its flatten would not end)."""
-    try:
-        known = signature.get()
-        traced = _named_arguments(known, statics, args, kwargs, static=False)
-        nnx_trees.refuse_cycles(_leaves, traced)
-        call = record.record(known, statics, args, kwargs)
-    except Exception:
-        return []
-    tree_util: Any = jax.tree_util
-    keystr = tree_util.keystr
-    return [
-        (argument.name + keystr(path), value)
-        for argument in call.recorded
-        if not argument.static
-        for path, value in zip(argument.paths, argument.values, strict=True)
-        if not record.is_abstract(value)
-    ]
-
-
-def _named_arguments(
-    known: Any,
-    statics: jax_options.Statics,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    static: bool,
-) -> list[tuple[str, Any]]:
-    """``(name, value)`` of each argument of the call that is static (``static=True``)
-    or traced (``False``)."""
-    return [
-        (name, value)
-        for name, _, value, _, is_static in record.named_arguments(known, statics, args, kwargs)
-        if bool(is_static) == static
-    ]
-
-
-def leaf_error(
-    api: str,
-    signature: validation.LazySignature,
-    statics: jax_options.Statics,
-    convention: conventions.Convention,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> str | None:
-    """tinax's message for a call JAX refuses for one of its leaves (error paths only):
-    the first leaf that is not an array and that the ``convention`` refuses (with
-    ``static_nonarrays``, one that is not hashable), or ``None`` if there is none."""
-    for path, value in _leaves(signature, statics, args, kwargs):
-        refused = convention.leaf_message(api, path, value)
-        if refused is not None:
-            return refused
-    return None
-
-
-def static_error(
-    api: str,
-    signature: validation.LazySignature,
-    statics: jax_options.Statics,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> str | None:
-    """tinax's message for a call JAX refuses for an unhashable static argument, naming
-    it (``layers=[16, 32]``), or ``None`` (error paths and ``explain`` only)."""
-    try:
-        arguments = _named_arguments(signature.get(), statics, args, kwargs, static=True)
-    except Exception:
-        return None
-    return rejections.unhashable_static(api, arguments)
-
-
-def _read(function: object, name: str, default: object) -> object:
-    """``getattr(function, name, default)``, and ``default`` if reading raises."""
-    try:
-        return getattr(function, name, default)
-    except Exception:
-        return default
-
-
-def _present(owner: Any, function: Callable[..., Any], names: tuple[str, str]) -> None:
-    """Gives ``owner`` the attributes a `jax.jit` object takes from ``function``.
-
-    These are JAX's ``wraps`` rules, `functools.update_wrapper`'s with JAX's
-    names: ``__name__``/``__qualname__`` as `budget.jax_names` (``names``),
-    ``__module__`` (else ``<unknown module>``), ``__doc__`` (``""`` if none),
-    ``__annotations__`` (``{}`` if none), ``__wrapped__``, and the entries of
-    ``function.__dict__``, except names the object already has: its fields,
-    its private state and everything its class defines stay its own. Reading
-    an odd callable never fails here.
-    """
-    doc = function.__doc__ if type(function) is types.FunctionType else _MISSING
-    if doc is None or type(doc) is str:  # a def or lambda: every attribute is there
-        plain = cast(types.FunctionType, function)
-        doc = doc or ""
-        module: object = plain.__module__
-        annotations: object = plain.__annotations__
-        extra: object = plain.__dict__
-    else:
-        doc = _read(function, "__doc__", "")
-        try:
-            doc = doc or ""
-        except Exception:
-            doc = ""
-        module = _read(function, "__module__", "<unknown module>")
-        annotations = _read(function, "__annotations__", {})
-        extra = _read(function, "__dict__", None)
-    owner.__dict__.update(  # frozen: written as attrs's __init__ writes the fields
-        __name__=names[0],
-        __qualname__=names[1],
-        __module__=module,
-        __doc__=doc,
-        __annotations__=annotations,
-        __wrapped__=function,
-    )
-    if type(extra) is dict and extra:  # a class's namespace is a mappingproxy: not merged
-        _merge(owner, cast(dict[object, object], extra))
-
-
-def _merge(owner: Any, extra: Mapping[Any, object]) -> None:
-    """Copies the entries of a function's ``__dict__`` onto ``owner``, except names it
-    has already (its fields, its private state, its class's attributes)."""
-    setattr_ = object.__setattr__
-    own = owner.__dict__
-    kind = cast("type[object]", type(owner))
-    for key, value in tuple(extra.items()):
-        if type(key) is str and key not in own and getattr(kind, key, _MISSING) is _MISSING:
-            setattr_(owner, key, value)
 
 
 def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
@@ -397,13 +51,13 @@ class BudgetedMixin:
     _ledger: Ledger
     _signature: validation.LazySignature
     _static: jax_options.Statics
-    _probe: _Probe
+    _probe: Probe
     _plan: Plan
     # Built at the first call (or the first lower, trace, precompile...) unless jax.jit
     # checks the options itself (`build`): a program's wrap costs less than jax.jit's, and
     # the build is lost in the first trace. A cached call finds them in the __dict__.
-    _jitted = _AtFirstUse()
-    _call = _AtFirstUse()
+    _jitted = AtFirstUse()
+    _call = AtFirstUse()
     function: Callable[..., Any]
     max_traces: int
     mesh: Mesh | None
@@ -469,7 +123,7 @@ class BudgetedMixin:
                 Python's limit.
         """
         known = self._signature.get()
-        named = _named_arguments(known, self._static, args, kwargs, static=False)
+        named = named_arguments(known, self._static, args, kwargs, static=False)
         nnx_trees.refuse_cycles(self.function, named)
         call = self._under_mesh(record.record, known, self._static, args, kwargs)
         raises = rejections.deleted(named)
@@ -563,7 +217,7 @@ class BudgetedMixin:
         try:
             if number is None:  # a trace no compile or stage has shown its jaxpr yet
                 number = self._reused(args, kwargs)
-            named = _named_arguments(known, self._static, args, kwargs, static=False)
+            named = named_arguments(known, self._static, args, kwargs, static=False)
             placed = compiles.call_placements(named, stand_ins=True)
         except Exception:  # what explain refuses (a cycle): what is not known stays so
             placed = None
