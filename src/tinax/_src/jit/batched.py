@@ -312,10 +312,12 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         >>> norms(jnp.ones((4, 3))).tolist()
         [3.0, 3.0, 3.0, 3.0]
     """
-    values = options.given(_API, locals())
+    # The arguments, as the class takes them (the signature is the class's: held to the
+    # declaration by tests/test_jit_options.py); no dict built for them in between.
+    values = locals()
     if function is options.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BatchedJit, **values))
-    return BatchedJit(function, **values)
+        return cast(Any, functools.partial(BatchedJit, **options.given(_API, values)))
+    return BatchedJit(**values)
 
 
 options.page_defaults(batched_jit)  # see bounded_jit

@@ -160,7 +160,8 @@ def all_defaults(values: Mapping[str, object]) -> bool:
 
 
 def given(api: Api, values: Mapping[str, Any]) -> dict[str, Any]:
-    """The options of a factory's call (its ``locals()``), to build its class with."""
+    """The options of a factory's call (its ``locals()``), to build its class with
+    (the decorator form: the function comes later)."""
     return {name: values[name] for name in SIGNATURES[api]}
 
 
