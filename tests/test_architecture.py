@@ -374,3 +374,79 @@ def test_a_private_read_of_the_public_object_is_found():
         "    owner.function\n"
     )
     assert _private_sites(planted, names) == ["_static", "_call", "_warm_check", "_ledger"]
+
+
+# --- a mode is a class, not an if -----------------------------------------------------------
+# In jit/, the calling conventions (jit/conventions: plain, equinox's non-arrays, nnx's
+# write-back) are composed, never asked for: no branch tests a mode, but plan.parse, which
+# chooses the convention.
+_MODE_NAMES = {"static_nonarrays", "propagate_updates", "write_back", "Propagating"} | {
+    "Plain",
+    "PLAIN",
+    "NonArrays",
+    "WriteBack",
+    "WRITE_BACK",
+}
+_MODE_ATTRIBUTES = _MODE_NAMES | {"nonarrays"}  # Statics.nonarrays; not the module nonarrays
+_CHOOSES_THE_CONVENTION = {"plan.py"}
+
+
+def _tests(tree: ast.AST) -> list[ast.expr]:
+    """The conditions of every branch: if, while, conditional expression, comprehension
+    filter, assert, match subject, and the operands of and/or (a short-circuit branch)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert):
+            found.append(node.test)
+        elif isinstance(node, ast.comprehension):
+            found.extend(node.ifs)
+        elif isinstance(node, ast.Match):
+            found.append(node.subject)
+        elif isinstance(node, ast.BoolOp):
+            found.extend(node.values)
+    return found
+
+
+def mode_branches(path: pathlib.Path) -> list[str]:
+    """``file:line name`` of each branch of ``path`` that tests a mode."""
+    found = []
+    for test in _tests(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(test):
+            if isinstance(node, ast.Name) and node.id in _MODE_NAMES:
+                found.append(f"{path.name}:{test.lineno} {node.id}")
+            elif isinstance(node, ast.Attribute) and node.attr in _MODE_ATTRIBUTES:
+                found.append(f"{path.name}:{test.lineno} {node.attr}")
+    return sorted(set(found))
+
+
+def test_no_branch_on_a_mode_in_jit():
+    jit = _ROOT / "tinax" / "_src" / "jit"
+    found = [
+        branch
+        for path in sorted(jit.glob("*.py"))
+        if path.name not in _CHOOSES_THE_CONVENTION
+        for branch in mode_branches(path)
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "if statics.nonarrays:\n    pass\n",
+        "call = a if propagate_updates else b\n",
+        "ok = isinstance(jitted, nnx_propagate.Propagating) and x\n",
+        "kept = [x for x in xs if plan.static_nonarrays]\n",
+        "if isinstance(plan.convention, conventions.NonArrays):\n    pass\n",
+    ],
+)
+def test_a_branch_on_a_mode_is_found(tmp_path, source):
+    path = tmp_path / "room.py"
+    path.write_text(source, encoding="utf-8")
+    assert len(mode_branches(path)) == 1
+
+
+def test_a_module_named_for_a_mode_is_no_branch(tmp_path):
+    path = tmp_path / "room.py"
+    path.write_text("if nonarrays.hashable(value):\n    pass\n", encoding="utf-8")
+    assert mode_branches(path) == []

@@ -16,6 +16,8 @@ import pytest
 
 import tinax
 from helpers.processes import Module, run_program
+from tinax._src.core.statics import NO_NAMES, UNSPECIFIED
+from tinax._src.jit import options
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PUBLISHED = ROOT / "tests" / "data" / "jit-page.txt"
@@ -23,37 +25,29 @@ BUILD_TIMEOUT_S = 300
 TABLES = ("Parameters", "Returns", "Raises")
 
 # Keyword-only extensions beyond the page (CONTRACT.md), after the page's parameters,
-# with their defaults (the page's behaviour).
-_JIT_OPTIONS = {
-    "static_argnums": "None",
-    "donate_argnums": "None",
-    "in_shardings": "UNSPECIFIED",
-    "out_shardings": "UNSPECIFIED",
-    "keep_unused": "False",
-    "device": "None",
-    "backend": "None",
-    "inline": "False",
-    "compiler_options": "None",
+# with their defaults (the page's behaviour): every other keyword the declaration of the
+# options gives each factory, in its order (tests/test_jit_options.py holds the factories
+# to that declaration).
+_PAGE_KEYWORDS = {
+    "bounded_jit": ("max_traces", "static_argnames", "donate_argnames", "mesh"),
+    "batched_jit": ("in_axes", "out_axes", "axis_size", "max_traces", "mesh"),
 }
-EXTENSIONS = {
-    "bounded_jit": {"on_exceed": "None", **_JIT_OPTIONS},
-    "batched_jit": {
-        "on_exceed": "None",
-        "axis_name": "None",
-        "spmd_axis_name": "None",
-        "sum_match": "False",
-        "static_argnums": "None",
-        "static_argnames": "()",
-        "donate_argnums": "None",
-        "donate_argnames": "()",
-        **{k: v for k, v in _JIT_OPTIONS.items() if not k.endswith("argnums")},
-    },
-}
-for _options in EXTENSIONS.values():  # issue 18 (equinox): after the jax.jit options
-    _options["static_nonarrays"] = "False"
+_API = {"bounded_jit": "BoundedJit", "batched_jit": "BatchedJit"}
 
-for _extensions in EXTENSIONS.values():  # issue 18, flax.nnx: last in both signatures
-    _extensions["propagate_updates"] = "None"
+
+def _shown(default):
+    """A default as the page shows it."""
+    return {id(NO_NAMES): "()", id(UNSPECIFIED): "UNSPECIFIED"}.get(id(default), repr(default))
+
+
+EXTENSIONS = {
+    factory: {
+        name: _shown(options.BY_NAME[name].default)
+        for name in options.SIGNATURES[_API[factory]]
+        if name not in keywords
+    }
+    for factory, keywords in _PAGE_KEYWORDS.items()
+}
 
 # The decorator form (CONTRACT.md, "Decorator factory"): without a function, a factory
 # returns a decorator, as jax.jit(**options) does, so `function` has a default.

@@ -8,8 +8,10 @@ that are not batched, and the decorator form.
 """
 
 import functools
+import inspect
 import re
 import types
+import typing
 import warnings
 
 import attrs
@@ -21,7 +23,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tinax._src.core.statics import Statics
-from tinax._src.jit import common, jax_options
+from tinax._src.jit import batched, bounded, jax_options, options
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
 
@@ -598,24 +600,70 @@ def test_invalid_options_are_refused_at_wrap_time(bounded_both_ways, options, er
         bounded_both_ways(f3, max_traces=1, **options)
 
 
-# Fields each class checks itself; every other field is a jax.jit or model option, which
-# parse_jit_options checks, and which must turn its shortcut for all-default options off.
-_OWN_FIELDS = {
-    BoundedJit: {"function", "max_traces", "mesh", "on_exceed"},
-    BatchedJit: {"function", "max_traces", "mesh", "on_exceed", "in_axes", "out_axes"}
-    | {"axis_size", "axis_name", "spmd_axis_name", "sum_match"},
-}
-
-
 @pytest.mark.parametrize("kind", [BoundedJit, BatchedJit], ids=lambda kind: kind.__name__)
 def test_every_option_turns_the_all_defaults_shortcut_off(kind):
     defaults = {field.name: field.default for field in attrs.fields(kind)}
-    assert common._all_defaults(types.SimpleNamespace(**defaults))
-    options = [name for name in defaults if name not in _OWN_FIELDS[kind]]
-    assert len(options) == 13
-    for name in options:
-        given = types.SimpleNamespace(**{**defaults, name: object()})
-        assert not common._all_defaults(given), name
+    assert options.all_defaults(defaults)
+    assert len(options.PARSED) == 13
+    for name in options.PARSED:
+        given = {**defaults, name: object()}
+        assert not options.all_defaults(given), name
+    for name in set(defaults) - set(options.PARSED):  # the class's own: checked apart
+        given = {**defaults, name: object()}
+        assert options.all_defaults(given), name
+
+
+def _declared(api):
+    """``(name, default)`` of each keyword of a class and its factory, as declared."""
+    return [(name, options.BY_NAME[name].default) for name in options.SIGNATURES[api]]
+
+
+def _keywords(signature):
+    """``(name, default)`` of each keyword-only parameter of a signature."""
+    return [
+        (p.name, p.default)
+        for p in signature.parameters.values()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+
+
+def _same_defaults(found, declared, *, overload=False):
+    """Each found default is the declared object (or, in an overload, written as it:
+    ``()`` for the argnames, ``...`` for the shardings)."""
+    assert [name for name, _ in found] == [name for name, _ in declared]
+    for (name, value), (_, default) in zip(found, declared, strict=True):
+        if overload and default is jax_options.UNSPECIFIED:
+            assert value is Ellipsis, name
+        elif overload and default is jax_options.NO_NAMES:
+            assert value == (), name
+        else:
+            assert value is default, name
+
+
+@pytest.mark.parametrize(
+    ("factory", "kind", "defined_in"),
+    [(bounded_jit, BoundedJit, bounded), (batched_jit, BatchedJit, batched)],
+    ids=["bounded", "batched"],
+)
+def test_factories_and_classes_match_the_declaration(factory, kind, defined_in):
+    declared = _declared(kind.__name__)
+    signature = inspect.signature(factory)
+    assert next(iter(signature.parameters)) == "function"
+    _same_defaults(_keywords(signature), declared)
+    # Registered under the module that defines the factory (tinax.jit names the public one).
+    home = types.SimpleNamespace(__module__=defined_in.__name__, __qualname__=factory.__name__)
+    overloads = typing.get_overloads(home)
+    assert len(overloads) == 2
+    for overload in overloads:
+        _same_defaults(_keywords(inspect.signature(overload)), declared, overload=True)
+    fields = [(f.name, f.default) for f in attrs.fields(kind)]
+    assert fields[0] == ("function", attrs.NOTHING)
+    required = {attrs.NOTHING: options.REQUIRED}
+    _same_defaults([(n, required.get(d, d)) for n, d in fields[1:]], declared)
+    assert all(f.kw_only for f in attrs.fields(kind)[1:])
+    assert {option.name for option in options.OPTIONS if kind.__name__ in option.classes} == set(
+        options.SIGNATURES[kind.__name__]
+    )
 
 
 class TestCheckedOncePerFunction:

@@ -51,6 +51,27 @@ class TestHeadline:
         assert (error.function_name, error.max_traces, error.traces_used) == ("train_step", 1, 1)
         assert error.location == f"tests/test_messages.py:{LINE}"
 
+    def test_whole_text_of_an_overrun(self):
+        error = refusal(
+            bounded_jit(train_step, max_traces=1),
+            ((PARAMS, jnp.ones((8, 3))), {}),
+            ((PARAMS, jnp.ones((16, 3))), {}),
+        )
+        start = inspect.getsourcelines(refusal)[1]  # its earlier calls, then the refused one
+        assert str(error) == (
+            f"train_step (tests/test_messages.py:{LINE}) exceeded its trace budget: "
+            "max_traces=1, traces_used=1; this call would be trace 2.\n"
+            "JAX traces and compiles again for every new abstract signature; this call was "
+            "refused before tracing, and calls that match an earlier trace still run.\n"
+            "Closest earlier trace: #1 (1 difference):\n"
+            "  image_batch: f32[8,3] -> f32[16,3] (shape)\n"
+            "How to fix:\n"
+            "  shape: every new shape is a new trace: pad or bucket inputs to a few fixed "
+            "shapes (pad or drop a last, partial batch)\n"
+            f"Called from tests/test_messages.py:{start + 6}; the closest earlier trace, #1, "
+            f"was called from tests/test_messages.py:{start + 3}."
+        )
+
     def test_zero_budget_shows_the_refused_call(self):
         error = refusal(bounded_jit(train_step, max_traces=0), ((PARAMS, jnp.ones((8, 3))), {}))
         assert "No earlier trace to compare with." in str(error)

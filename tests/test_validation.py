@@ -40,6 +40,7 @@ from helpers.strategies import (
     wide_values,
 )
 from tinax._src.core.validation import describe
+from tinax._src.jit import options
 from tinax.jit import BatchedJit, BoundedJit, batched_jit, bounded_jit
 
 
@@ -718,6 +719,209 @@ class TestOnExceed:
         assert_plain_policy(make(step, max_traces=1, on_exceed=value).on_exceed, value)
 
 
+# --- the first error: which of several invalid options is reported --------------------------
+# Checks run in a fixed order (function, the budget, the mesh, the policy, the model options,
+# the jax.jit options, then across them), and users see the first error only: each row gives
+# several invalid options and the exact message of today's first one.
+
+_THREE = ("sharding",) * 3  # three entries for a function with two positional parameters
+
+FIRST_ERROR_BOUNDED = [
+    ({"function": 1, "max_traces": -1}, TypeError, "function must be callable; got 1 (int)."),
+    (
+        {"max_traces": True, "mesh": "m"},
+        TypeError,
+        "max_traces must be an int (bool is not accepted); got True (bool).",
+    ),
+    ({"max_traces": -1, "mesh": "m"}, ValueError, "max_traces must be non-negative; got -1 (int)."),
+    (
+        {"mesh": "m", "on_exceed": 3},
+        TypeError,
+        "mesh must be a jax.sharding.Mesh or None; got 'm' (str).",
+    ),
+    (
+        {"on_exceed": "boom", "static_argnames": 1},
+        ValueError,
+        "on_exceed must be None or one of 'raise', 'warn', 'log'; got 'boom' (str).",
+    ),
+    (
+        {"on_exceed": 3, "propagate_updates": "yes"},
+        TypeError,
+        "on_exceed must be None or one of 'raise', 'warn', 'log' (a str); got 3 (int).",
+    ),
+    (
+        {"propagate_updates": "yes", "static_argnames": 1},
+        TypeError,
+        "propagate_updates must be True, False or None; got 'yes' (str).",
+    ),
+    (
+        {"static_argnames": 1, "donate_argnames": 1},
+        TypeError,
+        "static_argnames must be a str or an ordered sequence (tuple, list) of str; got 1 (int).",
+    ),
+    (
+        {"static_argnames": ("x", "x"), "static_argnums": True},
+        ValueError,
+        "static_argnames must be free of duplicates ('x' appears twice); got ('x', 'x') (tuple).",
+    ),
+    (
+        {"static_argnames": "x", "donate_argnames": "x", "static_argnums": "a"},
+        ValueError,
+        "static_argnames and donate_argnames must not overlap; got ('x',) in both.",
+    ),
+    (
+        {"static_argnums": "a", "donate_argnums": "b"},
+        TypeError,
+        "static_argnums must be None, an int or an ordered sequence (tuple, list) of int "
+        "(bool is not accepted); got 'a' (str).",
+    ),
+    (
+        {"donate_argnums": True, "keep_unused": 1},
+        TypeError,
+        "donate_argnums must be None, an int or an ordered sequence (tuple, list) of int "
+        "(bool is not accepted); got True (bool).",
+    ),
+    ({"keep_unused": 1, "inline": 1}, TypeError, "keep_unused must be a bool; got 1 (int)."),
+    # The rest of inline's message names the running JAX's version: its start is pinned.
+    ({"inline": 1, "device": 1}, TypeError, "inline must be a bool"),
+    (
+        {"device": 1, "backend": 1},
+        TypeError,
+        "device must be a jax.Device or None; got 1 (int).",
+    ),
+    (
+        {"backend": 1, "compiler_options": 1},
+        TypeError,
+        "backend must be a str (a platform name such as 'cpu'); got 1 (int).",
+    ),
+    (
+        {"compiler_options": 1, "static_nonarrays": 1},
+        TypeError,
+        "compiler_options must be a dict of str to values, or None; got 1 (int).",
+    ),
+    (
+        {"static_argnames": "z", "in_shardings": _THREE},
+        ValueError,
+        "static_argnames must name parameters of function; got 'z', but "
+        "function(x, y=0, *, scale=1.0) accepts only ('x', 'y', 'scale').",
+    ),
+    (
+        {"static_argnums": 5, "in_shardings": _THREE},
+        ValueError,
+        "static_argnums must index positional parameters of function (0 to 1, or -2 to -1 "
+        "from the end); got 5 in (5,), and function(x, y=0, *, scale=1.0) takes 2 "
+        "positional arguments.",
+    ),
+    (
+        {"static_argnums": 0, "donate_argnums": 0, "static_nonarrays": True},
+        ValueError,
+        "static and donated arguments must not overlap; got ('x',) in both "
+        "(static_argnums=(0,), static_argnames=(), donate_argnums=(0,), donate_argnames=()).",
+    ),
+    (
+        {"static_argnums": 0, "static_nonarrays": True, "propagate_updates": True},
+        ValueError,
+        "static_argnums must be left unset when static_nonarrays=True (every leaf that is not "
+        "an array is static already, and the call reaches jax.jit as its array leaves, where "
+        "argument numbers and names do not apply; eqx.filter_jit refuses them too); got "
+        "static_argnums=(0,).",
+    ),
+    (
+        {"static_nonarrays": True, "propagate_updates": True},
+        ValueError,
+        "propagate_updates must not be True when static_nonarrays=True (an nnx object keeps its "
+        "non-array attributes in its tree structure already: use propagate_updates alone for "
+        "nnx objects, static_nonarrays for equinox modules); got propagate_updates=True.",
+    ),
+]
+# BatchedJit checks axis_size after function and the vmap options after on_exceed; the rest
+# as BoundedJit (its argnames before its argnums, whatever the order of its fields).
+FIRST_ERROR_BATCHED = [
+    (
+        {"function": 1, "axis_size": 0, "max_traces": -1},
+        TypeError,
+        "function must be callable; got 1 (int).",
+    ),
+    (
+        {"axis_size": True, "max_traces": -1},
+        TypeError,
+        "axis_size must be an int or None (bool is not accepted); got True (bool).",
+    ),
+    ({"axis_size": 0, "mesh": "m"}, ValueError, "axis_size must be positive; got 0 (int)."),
+    *FIRST_ERROR_BOUNDED[1:7],
+    (
+        {"on_exceed": "boom", "axis_name": []},
+        ValueError,
+        "on_exceed must be None or one of 'raise', 'warn', 'log'; got 'boom' (str).",
+    ),
+    (
+        {"axis_name": [], "spmd_axis_name": []},
+        TypeError,
+        "axis_name must be None or a hashable axis name (a str); got [] (list).",
+    ),
+    (
+        {"spmd_axis_name": [], "sum_match": 1},
+        TypeError,
+        "spmd_axis_name must be None or a hashable axis name (a str); got [] (list).",
+    ),
+    (
+        {"sum_match": 1, "propagate_updates": "yes"},
+        TypeError,
+        "sum_match must be a bool; got 1 (int).",
+    ),
+    (
+        {"static_argnums": "a", "static_argnames": 1},
+        TypeError,
+        "static_argnames must be a str or an ordered sequence (tuple, list) of str; got 1 (int).",
+    ),
+    (
+        {"donate_argnums": True, "donate_argnames": 1},
+        TypeError,
+        "donate_argnames must be a str or an ordered sequence (tuple, list) of str; got 1 (int).",
+    ),
+    (
+        {"donate_argnames": ("x", "x"), "keep_unused": 1},
+        ValueError,
+        "donate_argnames must be free of duplicates ('x' appears twice); got ('x', 'x') (tuple).",
+    ),
+    *FIRST_ERROR_BOUNDED[12:],
+]
+
+
+def _first_error(make: Callable[..., Any], options: dict[str, Any]) -> Exception:
+    kwargs = {"max_traces": 1, **options}
+    if kwargs.get("in_shardings") == _THREE:
+        kwargs["in_shardings"] = (single_device_sharding(jax.devices()[0]),) * 3
+    function = kwargs.pop("function", step)
+    with pytest.raises((TypeError, ValueError)) as info:
+        make(function, **kwargs)
+    return info.value
+
+
+class TestFirstError:
+    @pytest.mark.parametrize(("options", "kind", "expected"), FIRST_ERROR_BOUNDED)
+    def test_bounded_reports_the_first_invalid_option_in_check_order(
+        self, make_bounded, options, kind, expected
+    ):
+        error = _first_error(make_bounded, options)
+        assert type(error) is kind
+        if expected == "inline must be a bool":
+            assert str(error).startswith(f"BoundedJit: {expected}")
+        else:
+            assert str(error) == f"BoundedJit: {expected}"
+
+    @pytest.mark.parametrize(("options", "kind", "expected"), FIRST_ERROR_BATCHED)
+    def test_batched_reports_the_first_invalid_option_in_check_order(
+        self, make_batched, options, kind, expected
+    ):
+        error = _first_error(make_batched, options)
+        assert type(error) is kind
+        if expected == "inline must be a bool":
+            assert str(error).startswith(f"BatchedJit: {expected}")
+        else:
+            assert str(error) == f"BatchedJit: {expected}"
+
+
 # --- fuzzing: any value, any argument -------------------------------------------------------
 
 FUZZ = settings(
@@ -739,41 +943,23 @@ def _fuzzed(function: Any, argument: str, value: object) -> dict[str, Any]:
     return kwargs
 
 
+# The options given to jax.jit but the argnames (fuzzed with the names below), and
+# static_nonarrays: fuzzed with a function that takes anything.
 JIT_OPTIONS = (
-    "static_argnums",
-    "donate_argnums",
-    "in_shardings",
-    "out_shardings",
-    "keep_unused",
-    "device",
-    "backend",
-    "inline",
-    "compiler_options",
+    *(o.name for o in options.OPTIONS if o.kind == "jax.jit" and not o.name.endswith("argnames")),
     "static_nonarrays",
 )
 BOUNDED_FUZZED = {
     "function": step,
-    "max_traces": step,
-    "static_argnames": everything,
-    "donate_argnames": everything,
-    "mesh": step,
-    "on_exceed": step,
-    "propagate_updates": step,
-    **dict.fromkeys(JIT_OPTIONS, everything),
+    **{
+        name: everything if name in JIT_OPTIONS or name.endswith("argnames") else step
+        for name in options.SIGNATURES["BoundedJit"]
+    },
 }
+# Every option but in_axes and out_axes, which pass through to jax.vmap unchecked.
 BATCHED_FUZZED = (
     "function",
-    "max_traces",
-    "axis_size",
-    "mesh",
-    "on_exceed",
-    "axis_name",
-    "spmd_axis_name",
-    "sum_match",
-    "static_argnames",
-    "donate_argnames",
-    "propagate_updates",
-    *JIT_OPTIONS,
+    *(name for name in options.SIGNATURES["BatchedJit"] if name not in ("in_axes", "out_axes")),
 )
 
 

@@ -220,7 +220,7 @@ class HintedLeaf(functools.partial[Any]):
     no tinax code, so there is no frame to catch the error in; but JAX's slow path
     builds that message with ``f"Error interpreting argument to {fun} ..."``,
     which formats this object (`private.rejected_leaf_call`). There, and only
-    there, the hint (`jit.common.leaf_error`) names the leaf and the fix, and
+    there, the hint (`jit.call_errors.leaf_error`) names the leaf and the fix, and
     the `TypeError` it raises replaces JAX's, its inner error not chained. Anywhere
     else, and when the hint has no words (``None``), this formats and prints as
     the function does, and JAX's own message stands.

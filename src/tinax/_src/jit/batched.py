@@ -8,12 +8,11 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 import attrs
-import jax
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import common, jax_options
-from tinax._src.models import nonarrays
+from tinax._src.jit import build, jax_options, methods, options
+from tinax._src.jit import plan as planning
 from tinax._src.models.nnx import tracing as nnx_tracing
 
 R = TypeVar("R")
@@ -22,7 +21,7 @@ _API = "BatchedJit"
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)
-class BatchedJit(common.BudgetedMixin, Generic[R]):
+class BatchedJit(methods.BudgetedMixin, Generic[R]):
     """``jax.jit(jax.vmap(function))`` with an exact, per-object trace budget.
 
     Built by `batched_jit`, which takes the same arguments; see there for what
@@ -92,101 +91,37 @@ class BatchedJit(common.BudgetedMixin, Generic[R]):
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        own = self.__dict__  # frozen: written as attrs's __init__ writes the fields
-        function = validation.check_function(_API, self.function)
-        axis_size = validation.check_axis_size(_API, self.axis_size)
-        max_traces = validation.check_max_traces(_API, self.max_traces)
-        mesh = validation.check_mesh(_API, self.mesh)
-        on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        vmap_options = validation.check_vmap_options(
-            _API, mesh, self.axis_name, self.spmd_axis_name, self.sum_match
-        )
-        signature = validation.LazySignature(function)
-        own["axis_size"] = axis_size
-        own["max_traces"] = max_traces
-        own["on_exceed"] = on_exceed
-        own["sum_match"] = bool(self.sum_match)
-        parsed = common.parse_jit_options(self, _API, signature, mesh)
-        static_nonarrays, statics = parsed.static_nonarrays, parsed.statics
+        plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
+        vmap = cast(planning.Vmap, plan.vmap)
+        statics, convention = plan.statics, plan.convention
         # Watched per example, under jax.vmap: an assignment there is where it is lost.
         per_example = nnx_tracing.watched(
-            function, parsed.propagate_updates, function, signature, batched=True
+            plan.function, plan.propagate_updates, plan.function, plan.signature, batched=True
         )
         # in_axes/out_axes pass through: jax.vmap gives specific errors for them.
-        in_axes, out_axes = self.in_axes, self.out_axes
+        in_axes, out_axes, axis_size, vmap_options = vmap
+
+        def split(inner: Callable[..., Any]) -> Callable[..., Any] | None:
+            # Batched at trace time, where the call is split (static arguments, or leaves
+            # that are not arrays, are not batched); None: the jax.vmap of the whole call.
+            return convention.batch(inner, statics, in_axes, out_axes, axis_size, vmap_options)
 
         def batch(inner: Callable[..., Any]) -> Callable[..., Any]:
-            if static_nonarrays:  # leaves that are not arrays are not batched
-                return nonarrays.vmapped(inner, in_axes, out_axes, axis_size, vmap_options)
-            if statics != jax_options.NO_STATICS:  # static arguments are not batched
-                return _batch_dynamic(inner, statics, in_axes, out_axes, axis_size, vmap_options)
-            return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
+            found = split(inner)
+            if found is None:
+                return validation.vmapped(_API, inner, in_axes, out_axes, axis_size, vmap_options)
+            return found
 
         # Built in every case: jax.vmap checks in_axes/out_axes now, at wrap time, also where
         # the call is batched by a split that builds its jax.vmap only at trace time.
         batched = validation.vmapped(_API, per_example, in_axes, out_axes, axis_size, vmap_options)
-        if static_nonarrays or statics != jax_options.NO_STATICS:
-            batched = batch(per_example)
-        common.build(
-            self,
-            function,
-            batched,
-            max_traces,
-            signature,
-            statics,
-            mesh,
-            parsed.jit_kwargs,
-            around=batch,
-            donated=parsed.donated,
-        )
+        batched = split(per_example) or batched
+        build.build(self, plan, batched, around=batch)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
         def __call__(self, *args: Any, **kwargs: Any) -> R:
             return self._call(*args, **kwargs)
-
-
-def _batch_dynamic(
-    function: Callable[..., Any],
-    statics: jax_options.Statics,
-    in_axes: Any,
-    out_axes: Any,
-    axis_size: int | None,
-    vmap_options: dict[str, Any],
-) -> Callable[..., Any]:
-    """``function`` batched over its dynamic arguments only: the static ones, which
-    `jax.jit` passes in as Python values, never reach `jax.vmap`.
-
-    An ``in_axes`` tuple with one entry per positional argument of the call has the
-    entries of static positions dropped; a shorter one is taken to cover the
-    dynamic positional arguments only. Runs at trace time only.
-    """
-
-    def batched(*args: Any, **kwargs: Any) -> Any:
-        count = len(args)
-        static_at = {i: a for i, a in enumerate(args) if statics.positional(i, count)}
-        dynamic = [a for i, a in enumerate(args) if i not in static_at]
-        static_kwargs = {k: v for k, v in kwargs.items() if k in statics.argnames}
-        dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in statics.argnames}
-        axes: Any = in_axes
-        if type(axes) is tuple and len(cast(tuple[Any, ...], axes)) == count:
-            axes = tuple(a for i, a in enumerate(cast(tuple[Any, ...], axes)) if i not in static_at)
-
-        def per_example(*inner: Any, **inner_kwargs: Any) -> Any:
-            rest = iter(inner)
-            full = [static_at[i] if i in static_at else next(rest) for i in range(count)]
-            return function(*full, **static_kwargs, **inner_kwargs)
-
-        vmapped: Callable[..., Any] = jax.vmap(
-            per_example,
-            in_axes=cast(Any, axes),
-            out_axes=out_axes,
-            axis_size=axis_size,
-            **vmap_options,
-        )
-        return vmapped(*dynamic, **dynamic_kwargs)
-
-    return batched
 
 
 @overload
@@ -247,7 +182,7 @@ def batched_jit(
 
 
 def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
-    function: Callable[..., R] = common.DECORATE,
+    function: Callable[..., R] = options.DECORATE,
     *,
     in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
     out_axes: Any = 0,
@@ -377,33 +312,12 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         >>> norms(jnp.ones((4, 3))).tolist()
         [3.0, 3.0, 3.0, 3.0]
     """
-    options: dict[str, Any] = {
-        "in_axes": in_axes,
-        "out_axes": out_axes,
-        "axis_size": axis_size,
-        "max_traces": max_traces,
-        "mesh": mesh,
-        "on_exceed": on_exceed,
-        "axis_name": axis_name,
-        "spmd_axis_name": spmd_axis_name,
-        "sum_match": sum_match,
-        "static_argnums": static_argnums,
-        "static_argnames": static_argnames,
-        "donate_argnums": donate_argnums,
-        "donate_argnames": donate_argnames,
-        "in_shardings": in_shardings,
-        "out_shardings": out_shardings,
-        "keep_unused": keep_unused,
-        "device": device,
-        "backend": backend,
-        "inline": inline,
-        "compiler_options": compiler_options,
-        "static_nonarrays": static_nonarrays,
-        "propagate_updates": propagate_updates,
-    }
-    if function is common.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BatchedJit, **options))
-    return BatchedJit(function, **options)
+    # The arguments, as the class takes them (the signature is the class's: held to the
+    # declaration by tests/test_jit_options.py); no dict built for them in between.
+    values = locals()
+    if function is options.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
+        return cast(Any, functools.partial(BatchedJit, **options.given(_API, values)))
+    return BatchedJit(**values)
 
 
-common.page_defaults(batched_jit)  # see bounded_jit
+options.page_defaults(batched_jit)  # see bounded_jit

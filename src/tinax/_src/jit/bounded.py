@@ -11,7 +11,8 @@ import attrs
 from jax.sharding import Mesh
 
 from tinax._src.core import validation
-from tinax._src.jit import common, jax_options
+from tinax._src.jit import build, jax_options, methods, options
+from tinax._src.jit import plan as planning
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -20,7 +21,7 @@ _API = "BoundedJit"
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)
-class BoundedJit(common.BudgetedMixin, Generic[P, R]):
+class BoundedJit(methods.BudgetedMixin, Generic[P, R]):
     """A `jax.jit`-compiled callable with an exact, per-object trace budget.
 
     Built by `bounded_jit`, which takes the same arguments; see there for what
@@ -78,28 +79,8 @@ class BoundedJit(common.BudgetedMixin, Generic[P, R]):
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
-        own = self.__dict__  # frozen: written as attrs's __init__ writes the fields
-        function = validation.check_function(_API, self.function)
-        max_traces = validation.check_max_traces(_API, self.max_traces)
-        signature = validation.LazySignature(function)
-        mesh = validation.check_mesh(_API, self.mesh)
-        on_exceed = validation.check_on_exceed(_API, self.on_exceed)
-        own["max_traces"] = max_traces
-        own["on_exceed"] = on_exceed
-        parsed = common.parse_jit_options(self, _API, signature, mesh, writes_back=True)
-        common.build(
-            self,
-            function,
-            function,
-            max_traces,
-            signature,
-            parsed.statics,
-            mesh,
-            parsed.jit_kwargs,
-            propagate_updates=parsed.propagate_updates,
-            donating=parsed.donating,
-            donated=parsed.donated,
-        )
+        plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
+        build.build(self, plan, plan.function)
 
     if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
 
@@ -153,7 +134,7 @@ def bounded_jit(
 
 
 def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
-    function: Callable[P, R] = common.DECORATE,
+    function: Callable[P, R] = options.DECORATE,
     *,
     max_traces: int,
     static_argnames: Sequence[str] = (),
@@ -307,29 +288,14 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         >>> power(jnp.full(2, 3.0), n=2).tolist()
         [9.0, 9.0]
     """
-    options: dict[str, Any] = {
-        "max_traces": max_traces,
-        "static_argnames": static_argnames,
-        "donate_argnames": donate_argnames,
-        "mesh": mesh,
-        "on_exceed": on_exceed,
-        "static_argnums": static_argnums,
-        "donate_argnums": donate_argnums,
-        "in_shardings": in_shardings,
-        "out_shardings": out_shardings,
-        "keep_unused": keep_unused,
-        "device": device,
-        "backend": backend,
-        "inline": inline,
-        "compiler_options": compiler_options,
-        "static_nonarrays": static_nonarrays,
-        "propagate_updates": propagate_updates,
-    }
-    if function is common.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BoundedJit, **options))
-    return BoundedJit(function, **options)
+    # The arguments, as the class takes them (the signature is the class's: held to the
+    # declaration by tests/test_jit_options.py); no dict built for them in between.
+    values = locals()
+    if function is options.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
+        return cast(Any, functools.partial(BoundedJit, **options.given(_API, values)))
+    return BoundedJit(**values)
 
 
 # The page's default () for the argnames, told apart from a () the user passes: next to
 # static_argnums, jax.jit infers names from numbers only when no names were given.
-common.page_defaults(bounded_jit)
+options.page_defaults(bounded_jit)

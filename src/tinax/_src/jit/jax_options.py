@@ -268,27 +268,17 @@ def _check_in_shardings(api: str, value: object, shape: _Positional, statics: St
 
 
 def parse(
-    api: str,
-    signature: LazySignature,
-    *,
-    static_argnames: object,
-    donate_argnames: object,
-    static_argnums: object = None,
-    donate_argnums: object = None,
-    in_shardings: object = UNSPECIFIED,
-    out_shardings: object = UNSPECIFIED,
-    keep_unused: object = False,
-    device: object = None,
-    backend: object = None,
-    inline: object = False,
-    compiler_options: object = None,
-    mesh: Mesh | None = None,
+    api: str, signature: LazySignature, values: Mapping[str, Any], mesh: Mesh | None
 ) -> Parsed:
-    """Validates every `jax.jit` option and returns what the object keeps and passes on.
+    """Validates every `jax.jit` option in ``values`` (an object's fields, by name) and
+    returns what the object keeps and passes on.
 
     ``signature`` is computed only when an option needs it (argnames or argnums
     to check, an ``in_shardings`` tuple to count).
     """
+    static_argnames, donate_argnames = values["static_argnames"], values["donate_argnames"]
+    static_argnums, donate_argnums = values["static_argnums"], values["donate_argnums"]
+    in_shardings, out_shardings = values["in_shardings"], values["out_shardings"]
     static = (
         ()
         if static_argnames is NO_NAMES
@@ -305,11 +295,11 @@ def parse(
     if static_nums is not None:
         _check_c_int_positions(api, static_nums, static_argnums)
     donate_nums = check_argnums(api, "donate_argnums", donate_argnums)
-    keep = check_bool(api, "keep_unused", keep_unused)
-    inlined = check_inline(api, inline)
-    device = check_device(api, device)
-    backend_name = check_backend(api, backend)
-    options = check_compiler_options(api, compiler_options)
+    keep = check_bool(api, "keep_unused", values["keep_unused"])
+    inlined = check_inline(api, values["inline"])
+    device = check_device(api, values["device"])
+    backend_name = check_backend(api, values["backend"])
+    options = check_compiler_options(api, values["compiler_options"])
     if mesh is not None and (device is not None or backend_name is not None):
         which = "device" if device is not None else "backend"
         raise ValueError(

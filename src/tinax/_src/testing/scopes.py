@@ -13,7 +13,7 @@ from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.jit.batched import BatchedJit
 from tinax._src.jit.bounded import BoundedJit
-from tinax._src.jit.common import BudgetedMixin
+from tinax._src.jit.methods import BudgetedMixin
 
 # --- no new traces -----------------------------------------------------------------------
 

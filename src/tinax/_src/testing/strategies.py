@@ -35,7 +35,7 @@ from tinax._src.diagnosis import abstract, record
 from tinax._src.diagnosis.record import TracedSignature, short_dtype
 from tinax._src.jit.batched import BatchedJit
 from tinax._src.jit.bounded import BoundedJit
-from tinax._src.jit.common import BudgetedMixin
+from tinax._src.jit.methods import BudgetedMixin
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 
