@@ -126,12 +126,6 @@ SEARCHED = ("src", "tests", "benchmarks", "examples", "docs", "README.md")
 HISTORY = ("CHANGELOG.md", "docs/changelog.md")
 THIS = Path(__file__).resolve()
 TEXT = {".py", ".md", ".txt", ".toml", ".yml", ".yaml", ".cfg", ".json", ".sh"}
-# Issue numbers still named, each (file, the words naming it), to be reworded by idea and
-# removed from here: test_docs' option-list comments go when that list comes from the
-# declaration.
-ALLOWED_ISSUE_NUMBERS = {
-    ("tests/test_docs.py", "issue 18"),
-}
 
 
 def issue_numbers(root):
@@ -156,12 +150,8 @@ def test_no_line_names_an_issue_number():
     """A reader learns what a test, comment or page is about from its words; the issue that
     brought it is history (the changelog's)."""
     found = issue_numbers(ROOT)
-    new = [
-        f"{key[0]}: {line}"
-        for key in sorted(found.keys() - ALLOWED_ISSUE_NUMBERS)
-        for line in found[key]
-    ]
-    assert new == [], "reword by idea:\n" + "\n".join(new)
+    named = [f"{key[0]}: {line}" for key in sorted(found) for line in found[key]]
+    assert named == [], "reword by idea:\n" + "\n".join(named)
 
 
 def test_the_issue_number_check_finds_each_spelling(tmp_path):
