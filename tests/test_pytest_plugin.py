@@ -368,12 +368,12 @@ class TestBudgetsReport:
 
         import jax.numpy as jnp
 
-        from tinax._src.observe import cache_loads, session_budgets
+        from tinax._src.observe import compile_events, session_budgets
         from tinax.jit import bounded_jit
 
         collector = session_budgets.start()
         try:
-            monkeypatch.setattr(cache_loads, "loaded", lambda: True)  # each compile, a load
+            monkeypatch.setattr(compile_events, "loaded", lambda: True)  # each compile, a load
             step = bounded_jit(lambda x: x + 1.0, max_traces=1)
             step(jnp.ones(3))
             handle = weakref.ref(step._handle)

@@ -229,7 +229,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         max_traces: Maximum number of distinct traces to permit. Must be non-negative.
         mesh: Mesh to enter around every call, or `None` to use the ambient mesh.
         on_exceed: What a trace over the budget does: ``"raise"`` (raise
-            `TraceBudgetError`, the page's behaviour), ``"warn"`` (emit a
+            `TraceBudgetError`, as with no policy set), ``"warn"`` (emit a
             `TraceBudgetWarning` with the same diagnosis, then run and count
             the trace) or ``"log"`` (log it at ``WARNING`` on the ``tinax``
             logger, then run and count the trace). Defaults to `None`: the

@@ -365,7 +365,7 @@ class BudgetedMixin:
 
     # Copies. A compiled function behaves like a function, which `copy` returns
     # unchanged: a model or trainer deep-copied keeps the same object, its compiled
-    # code and its budget (docs/decisions.md, "As jax.jit where the page is silent").
+    # code and its budget (docs/decisions/as-jax-jit.md).
     def __copy__(self) -> Any:
         return self
 
