@@ -450,3 +450,21 @@ def test_a_module_named_for_a_mode_is_no_branch(tmp_path):
     path = tmp_path / "room.py"
     path.write_text("if nonarrays.hashable(value):\n    pass\n", encoding="utf-8")
     assert mode_branches(path) == []
+
+
+# --- rooms a reader can hold in mind ---------------------------------------------------------
+
+MAX_LINES = 600
+VAGUE_NAMES = frozenset({"common", "utils", "util", "helpers", "misc", "shared", "base"})
+
+
+def test_no_room_is_over_600_lines_or_named_for_no_idea():
+    """A module is one idea: at most 600 lines, and named for what it holds."""
+    found = []
+    for path in sorted(_ROOT.joinpath("tinax").rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_LINES:
+            found.append(f"{path.relative_to(_ROOT)}: {lines} lines")
+        if path.stem in VAGUE_NAMES or path.parent.name in VAGUE_NAMES:
+            found.append(f"{path.relative_to(_ROOT)}: named for no idea")
+    assert found == []
