@@ -263,7 +263,7 @@ def _present_as(
     inner = function if type(function) is types.FunctionType else _inner(function)
     if not _plain_function(inner):  # a plain function has no __wrapped__ chain to check
         try:
-            inspect.unwrap(cast(Callable[..., Any], inner))
+            inspect.unwrap(cast("Callable[..., Any]", inner))
         except Exception:
             return
     wrapper.__wrapped__ = inner

@@ -65,7 +65,7 @@ def check_function(api: str, value: object) -> Callable[..., Any]:
     if kind is types.FunctionType:  # a def or lambda: only its code can make it a generator
         if cast(types.FunctionType, value).__code__.co_flags & inspect.CO_GENERATOR:
             raise TypeError(_generator_message(api, value))
-        return cast(Callable[..., Any], value)
+        return cast("Callable[..., Any]", value)
     if issubclass(kind, staticmethod | classmethod):
         decorator = "staticmethod" if issubclass(kind, staticmethod) else "classmethod"
         raise TypeError(
@@ -145,7 +145,7 @@ def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
         entries: tuple[object, ...] = (value,)
     elif issubclass(kind, Sequence) and not issubclass(kind, bytes | bytearray | memoryview):
         try:
-            entries = tuple(cast(Sequence[object], value))
+            entries = tuple(cast("Sequence[object]", value))
         except Exception:
             raise TypeError(message(api, parameter, "a str or a sequence of str", value)) from None
     else:
@@ -383,7 +383,7 @@ def check_vmap_options(
         _hashable(api, "spmd_axis_name", spmd_axis_name)
         if mesh is not None:
             names: tuple[object, ...] = (
-                cast(tuple[object, ...], spmd_axis_name)
+                cast("tuple[object, ...]", spmd_axis_name)
                 if type(spmd_axis_name) is tuple
                 else (spmd_axis_name,)
             )

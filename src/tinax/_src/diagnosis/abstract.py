@@ -37,7 +37,7 @@ def _token_type() -> type[Any]:
     """JAX's abstract token class (public as ``jax.extend.core.AbstractToken`` only
     since JAX 0.10)."""
     token: Any = jax.typeof(_new_token())
-    return cast(type[Any], type(token))
+    return cast("type[Any]", type(token))
 
 
 def _new_token() -> Any:

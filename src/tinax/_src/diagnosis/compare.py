@@ -190,8 +190,8 @@ def _child_keys(side: _Side, treedef: Any, start: int, depth: int) -> list[str]:
             names: Any = getattr(kind, "_fields", None)
             if kind is dict and isinstance(aux, list | tuple):
                 key = f"[{aux[index]!r}]"
-            elif isinstance(names, tuple) and index < len(cast(tuple[str, ...], names)):
-                key = f".{cast(tuple[str, ...], names)[index]}"
+            elif isinstance(names, tuple) and index < len(cast("tuple[str, ...]", names)):
+                key = f".{cast('tuple[str, ...]', names)[index]}"
             else:
                 key = f"[{index}]"
         keys.append(key)
@@ -207,7 +207,7 @@ def _aux_fields(kind: Any, aux: Any, data_keys: Sequence[str]) -> list[tuple[str
     a tuple of names with a tuple of values (`flax.nnx` modules).
     """
     if isinstance(aux, tuple):
-        items = cast(tuple[Any, ...], aux)
+        items = cast("tuple[Any, ...]", aux)
         for index in reversed(range(len(items) - 1)):
             names, values = items[index], items[index + 1]
             if (
@@ -226,7 +226,7 @@ def _aux_fields(kind: Any, aux: Any, data_keys: Sequence[str]) -> list[tuple[str
             if len(meta) == len(items):
                 return [(f".{name}", value) for name, value in zip(meta, items, strict=True)]
     if isinstance(aux, dict):
-        mapping = cast(dict[Any, Any], aux)
+        mapping = cast("dict[Any, Any]", aux)
         return [(f"[{key!r}]", value) for key, value in mapping.items()]
     return None
 

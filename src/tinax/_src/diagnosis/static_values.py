@@ -167,10 +167,10 @@ def _hash_part(path: str, old: Any, new: Any, depth: int) -> tuple[str, Any, Any
     if parts is not None:
         pairs = [(name, a, b) for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False)]
     elif isinstance(old, dict) and isinstance(new, dict):
-        old_map, new_map = cast(dict[Any, Any], old), cast(dict[Any, Any], new)
+        old_map, new_map = cast("dict[Any, Any]", old), cast("dict[Any, Any]", new)
         pairs = [(f"[{k!r}]", v, new_map[k]) for k, v in old_map.items() if k in new_map]
     elif isinstance(old, list | tuple) and isinstance(new, list | tuple):
-        old_items, new_items = cast(Sequence[Any], old), cast(Sequence[Any], new)
+        old_items, new_items = cast("Sequence[Any]", old), cast("Sequence[Any]", new)
         pairs = [
             (f"[{i}]", a, b) for i, (a, b) in enumerate(zip(old_items, new_items, strict=False))
         ]
@@ -217,8 +217,8 @@ def _part_differences(
         for (name, a), (_, b) in zip(parts, _fields(new) or [], strict=False):
             yield from static_differences(path + name, a, b, **nested)
     elif isinstance(old, dict):
-        old_map = cast(dict[Any, Any], old)
-        new_map = cast(dict[Any, Any], new)
+        old_map = cast("dict[Any, Any]", old)
+        new_map = cast("dict[Any, Any]", new)
         for key, value in old_map.items():
             if key not in new_map:
                 yield Difference(f"{path}[{key!r}]", value_text(value), ABSENT, (kind,), detail)
@@ -228,8 +228,8 @@ def _part_differences(
             if key not in old_map:
                 yield Difference(f"{path}[{key!r}]", ABSENT, value_text(value), (kind,), detail)
     elif isinstance(old, list | tuple):
-        old_items = cast(Sequence[Any], old)
-        new_items = cast(Sequence[Any], new)
+        old_items = cast("Sequence[Any]", old)
+        new_items = cast("Sequence[Any]", new)
         if len(old_items) != len(new_items):
             yield Difference(
                 path,

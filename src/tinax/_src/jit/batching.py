@@ -34,8 +34,10 @@ def dynamic(
         static_kwargs = {k: v for k, v in kwargs.items() if k in statics.argnames}
         dynamic_kwargs = {k: v for k, v in kwargs.items() if k not in statics.argnames}
         axes: Any = in_axes
-        if type(axes) is tuple and len(cast(tuple[Any, ...], axes)) == count:
-            axes = tuple(a for i, a in enumerate(cast(tuple[Any, ...], axes)) if i not in static_at)
+        if type(axes) is tuple and len(cast("tuple[Any, ...]", axes)) == count:
+            axes = tuple(
+                a for i, a in enumerate(cast("tuple[Any, ...]", axes)) if i not in static_at
+            )
 
         def per_example(*inner: Any, **inner_kwargs: Any) -> Any:
             rest = iter(inner)

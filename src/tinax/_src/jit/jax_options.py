@@ -63,9 +63,9 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
         return None
     kind = type(value)
     if kind is tuple:  # the usual form, (1,) or (0, 2): checked at once
-        given = cast(tuple[object, ...], value)
+        given = cast("tuple[object, ...]", value)
         if all(type(entry) is int for entry in given) and len(set(given)) == len(given):
-            return cast(tuple[int, ...], given)
+            return cast("tuple[int, ...]", given)
     elif kind is int:
         return (cast(int, value),)
     expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
@@ -74,7 +74,7 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
         entries = (value,)
     elif issubclass(kind, Sequence) and not issubclass(kind, str | bytes | bytearray | memoryview):
         try:
-            entries = tuple(cast(Sequence[object], value))
+            entries = tuple(cast("Sequence[object]", value))
         except Exception:
             raise TypeError(message(api, parameter, expected, value)) from None
     else:
@@ -157,7 +157,7 @@ def check_compiler_options(api: str, value: object) -> dict[str, Any] | None:
     if not issubclass(type(value), Mapping):
         raise TypeError(message(api, "compiler_options", "a dict of str to values, or None", value))
     try:
-        items = tuple(cast(Mapping[object, object], value).items())
+        items = tuple(cast("Mapping[object, object]", value).items())
     except Exception:
         raise TypeError(
             message(api, "compiler_options", "a dict of str to values, or None", value)
@@ -257,7 +257,7 @@ def _check_in_shardings(api: str, value: object, shape: _Positional, statics: St
     count = len(positional)
     dynamic = [p for i, p in enumerate(positional) if not statics.positional(i, count)]
     required = sum(1 for p in dynamic if p.default is inspect.Parameter.empty)
-    given = len(cast(Sequence[object], value))
+    given = len(cast("Sequence[object]", value))
     if not required <= given <= len(dynamic):
         names = ", ".join(p.name for p in dynamic) or "none"
         wanted = str(len(dynamic)) if required == len(dynamic) else f"{required} to {len(dynamic)}"

@@ -54,7 +54,7 @@ def present(owner: Any, function: Callable[..., Any], names: tuple[str, str]) ->
         __wrapped__=function,
     )
     if type(extra) is dict and extra:  # a class's namespace is a mappingproxy: not merged
-        _merge(owner, cast(dict[object, object], extra))
+        _merge(owner, cast("dict[object, object]", extra))
 
 
 def _merge(owner: Any, extra: Mapping[Any, object]) -> None:

@@ -389,7 +389,7 @@ class BudgetedMixin:
     def __get__(self, instance: object, owner: type | None = None) -> Any:
         if instance is None:
             return self
-        return types.MethodType(cast(Callable[..., Any], self), instance)
+        return types.MethodType(cast("Callable[..., Any]", self), instance)
 
     def __repr__(self) -> str:
         return (

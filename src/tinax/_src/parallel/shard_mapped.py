@@ -84,7 +84,7 @@ def check_axis_names(api: str, value: object, mesh_axes: tuple[str, ...]) -> tup
         entries: tuple[object, ...] = (value,)
     elif issubclass(kind, tuple | list | set | frozenset):
         try:
-            entries = tuple(cast(Collection[object], value))
+            entries = tuple(cast("Collection[object]", value))
         except Exception:
             raise TypeError(message(api, "axis_names", expected, value)) from None
     else:
@@ -194,7 +194,7 @@ def _check_spec(
                 )
             )
         names: tuple[object, ...] = (
-            cast(tuple[object, ...], entry) if type(entry) is tuple else (entry,)
+            cast("tuple[object, ...]", entry) if type(entry) is tuple else (entry,)
         )
         for name in names:
             if name is None or name is PartitionSpec.UNCONSTRAINED:
@@ -355,7 +355,7 @@ def check_arity(api: str, in_specs: Any, signature: inspect.Signature | None) ->
     positional = [p for p in parameters if p.kind in positional_kinds]
     required = sum(1 for p in positional if p.default is inspect.Parameter.empty)
     variadic = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
-    specs = cast(tuple[object, ...], in_specs)
+    specs = cast("tuple[object, ...]", in_specs)
     count = len(specs)
     if count >= required and (variadic or count <= len(positional)):
         return

@@ -137,4 +137,4 @@ def rejected_leaf_call(
     kwargs: object = local.get("kwargs")
     if type(args) is not tuple or type(kwargs) is not dict:
         return None
-    return cast(tuple[Any, ...], args), cast(dict[str, Any], kwargs)
+    return cast("tuple[Any, ...]", args), cast("dict[str, Any]", kwargs)

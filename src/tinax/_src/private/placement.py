@@ -93,7 +93,7 @@ def misplaced(frame: types.FrameType | None, *, lowering_only: bool) -> ValueErr
     dynargs: Any = caller.f_locals.get("dynargs")
     if in_shardings is None or ctx_mesh is None or not isinstance(dynargs, (list, tuple)):
         return None
-    arguments = cast(Sequence[Any], dynargs)
+    arguments = cast("Sequence[Any]", dynargs)
     if any(isinstance(arg, Tracer) for arg in arguments) or len(arguments) != len(in_shardings):
         return None
     try:

@@ -87,7 +87,7 @@ def _traced_under(marker: str) -> tuple[Any, ...]:
             continue
         table = getattr(getattr(cache, "cache_clear", None), "__self__", None)
         if isinstance(table, weakref.WeakKeyDictionary):  # linear_util.cache: f -> {key: ...}
-            items = cast(weakref.WeakKeyDictionary[Any, dict[Any, Any]], table).items()
+            items = cast("weakref.WeakKeyDictionary[Any, dict[Any, Any]]", table).items()
             for function, entries in list(items):
                 if any(_marked(key, marker) for key in list(entries)):
                     found.append(function)
@@ -99,7 +99,7 @@ def _marked(key: object, marker: str) -> bool:
     ``marker``."""
     if not isinstance(key, tuple) or not key:
         return False
-    context = cast(tuple[object, ...], key)[-1]
+    context = cast("tuple[object, ...]", key)[-1]
     return isinstance(context, tuple) and marker in context
 
 

@@ -116,7 +116,7 @@ def check_elements(value: object) -> dict[str, st.SearchStrategy[Any]]:
     expected = f"None or a mapping from dtype kinds {KINDS} to hypothesis strategies"
     if not isinstance(value, Mapping):
         raise TypeError(validation.message(_API, "elements", expected, value))
-    given: Mapping[Any, Any] = cast(Mapping[Any, Any], value)
+    given: Mapping[Any, Any] = cast("Mapping[Any, Any]", value)
     checked: dict[str, st.SearchStrategy[Any]] = {}
     for key, strategy in given.items():
         if key not in KINDS:

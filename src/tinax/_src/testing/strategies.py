@@ -201,7 +201,7 @@ def _check_overrides(value: object) -> dict[str, st.SearchStrategy[Any]]:
     )
     if not isinstance(value, Mapping):
         raise TypeError(validation.message(_API, "overrides", expected, value))
-    given: Mapping[Any, Any] = cast(Mapping[Any, Any], value)
+    given: Mapping[Any, Any] = cast("Mapping[Any, Any]", value)
     checked: dict[str, st.SearchStrategy[Any]] = {}
     for key, strategy in given.items():
         if type(key) is not str:
@@ -221,7 +221,7 @@ def _check_source(source: Any) -> None:
     )
     if isinstance(source, TracedSignature | BudgetedMixin):
         return
-    pair = cast(tuple[Any, ...], source) if type(source) is tuple else ()
+    pair = cast("tuple[Any, ...]", source) if type(source) is tuple else ()
     if len(pair) == 2 and isinstance(pair[0], tuple | list) and isinstance(pair[1], Mapping):
         return
     raise TypeError(validation.message(_API, "source", expected, cast(object, source)))

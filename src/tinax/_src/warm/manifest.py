@@ -206,34 +206,34 @@ def read(path: str | os.PathLike[str]) -> Manifest:
         content = json.loads(text)
     except ValueError as error:
         raise ManifestError(f"not JSON ({error})") from None
-    found = cast(dict[str, Any], content).get("format") if isinstance(content, dict) else None
+    found = cast("dict[str, Any]", content).get("format") if isinstance(content, dict) else None
     if found not in (FORMAT, _FORMAT_1):
         raise ManifestError(f'not a tinax warm-start manifest (no "format": {FORMAT!r})')
-    body = cast(dict[str, Any], content)
+    body = cast("dict[str, Any]", content)
     env = body.get("environment", {})
     objects = body.get("objects", {})
     if not isinstance(env, dict) or not isinstance(objects, dict):
         raise ManifestError('"environment" and "objects" must be JSON objects')
     places: dict[str, Place] = {}
-    for name, entry in cast(dict[str, Any], objects).items():
+    for name, entry in cast("dict[str, Any]", objects).items():
         places[name] = _place(name, entry)
-    environment_read = {str(k): str(v) for k, v in cast(dict[str, Any], env).items()}
+    environment_read = {str(k): str(v) for k, v in cast("dict[str, Any]", env).items()}
     return Manifest(environment_read, places)
 
 
 def _place(name: str, entry: object) -> Place:
     if not isinstance(entry, dict):
         raise ManifestError(f"object {name!r} is not a JSON object")
-    fields = cast(dict[str, Any], entry)
+    fields = cast("dict[str, Any]", entry)
     signatures = fields.get("signatures", [])
     if not isinstance(signatures, list):
         raise ManifestError(f'object {name!r}: "signatures" is not a list')
     runs = _count(name, fields, "runs")
     kept: list[Recorded] = []
-    for item in cast(list[Any], signatures):
+    for item in cast("list[Any]", signatures):
         if not isinstance(item, dict):
             raise ManifestError(f"object {name!r}: a signature is not a JSON object")
-        signature = cast(dict[str, Any], item)
+        signature = cast("dict[str, Any]", item)
         text, data = signature.get("text"), signature.get("data")
         if not isinstance(text, str) or not isinstance(data, str):
             raise ManifestError(f'object {name!r}: a signature lacks "text" or "data"')

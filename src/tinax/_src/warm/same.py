@@ -149,9 +149,9 @@ def _same(a: Any, b: Any, depth: int) -> bool:
     if isinstance(a, (np.ndarray, np.generic, jax.Array, float, complex)):
         return _same_array(a, b)
     if isinstance(a, (tuple, list)):
-        return _same_values(cast(Sequence[Any], a), b, depth + 1)  # a named tuple: its fields
+        return _same_values(cast("Sequence[Any]", a), b, depth + 1)  # a named tuple: its fields
     if isinstance(a, dict):
-        mapping = cast(dict[Any, Any], a)
+        mapping = cast("dict[Any, Any]", a)
         return list(mapping) == list(b) and all(_same(mapping[k], b[k], depth + 1) for k in mapping)
     if type(a).__name__ == "WrappedFun" and hasattr(a, "debug_info"):
         # A derivative rule's lazy trace (custom_jvp's jvp_jaxpr_fun): made anew by each

@@ -30,7 +30,7 @@ def _check_path(api: str, path: object) -> str:
         text = str.__str__(cast(str, path))
     elif hasattr(kind, "__fspath__"):
         try:
-            text = os.fspath(cast(os.PathLike[str], path))
+            text = os.fspath(cast("os.PathLike[str]", path))
         except Exception:
             raise TypeError(validation.message(api, "path", expected, path)) from None
         if type(text) is not str:  # a bytes path: JSON manifests are named by text

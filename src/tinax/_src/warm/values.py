@@ -216,11 +216,11 @@ def culprit(value: object, path: str, modules: Sequence[str] = ()) -> tuple[str,
 def _children(value: object) -> Iterator[tuple[str, object]]:
     """``(path suffix, child)`` of a container's items or an object's attributes."""
     if isinstance(value, dict):
-        for key, item in cast(dict[Any, Any], value).items():
+        for key, item in cast("dict[Any, Any]", value).items():
             yield f"[{key!r}]", item
     elif isinstance(value, list | tuple):
-        items = cast(Sequence[Any], value)
-        fields = cast(tuple[str, ...], getattr(type(items), "_fields", ()))  # a namedtuple's
+        items = cast("Sequence[Any]", value)
+        fields = cast("tuple[str, ...]", getattr(type(items), "_fields", ()))  # a namedtuple's
         if fields:
             for field, item in zip(fields, items, strict=False):
                 yield f".{field}", item

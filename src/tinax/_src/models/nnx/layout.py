@@ -98,9 +98,9 @@ def _put(root: Any, keys: tuple[Any, ...], value: object) -> Any:
     key = keys[0]
     child = _put(root[key], keys[1:], value)
     if type(root) is tuple:
-        items = cast(tuple[Any, ...], root)
+        items = cast("tuple[Any, ...]", root)
         return (*items[:key], child, *items[key + 1 :])
-    copy: Any = list(cast(list[Any], root)) if type(root) is list else dict(root)
+    copy: Any = list(cast("list[Any]", root)) if type(root) is list else dict(root)
     copy[key] = child
     return copy
 
@@ -112,7 +112,7 @@ def put_at(bound: list[Any], kwargs: dict[str, Any], place: Place, value: object
     elif type(place) is str:
         kwargs[place] = value
     else:
-        path = cast(tuple[Any, ...], place)
+        path = cast("tuple[Any, ...]", place)
         top, keys = path[0], path[1:]
         if type(top) is int:
             bound[top] = _put(bound[top], keys, value)
@@ -126,7 +126,7 @@ def get_at(args: tuple[Any, ...], kwargs: dict[str, Any], place: Place) -> Any:
         return args[place]
     if type(place) is str:
         return kwargs[place]
-    path = cast(tuple[Any, ...], place)
+    path = cast("tuple[Any, ...]", place)
     value = args[path[0]] if type(path[0]) is int else kwargs[path[0]]
     for key in path[1:]:
         value = value[key]
@@ -145,7 +145,7 @@ def first_slot(values: Any, depth: int) -> Slot | None:
         if kind is tuple or kind is list:
             found = first_slot(value, depth + 1)
         elif kind is dict:
-            found = first_slot(cast(dict[Any, Any], value).values(), depth + 1)
+            found = first_slot(cast("dict[Any, Any]", value).values(), depth + 1)
         else:
             continue
         if found is not None:

@@ -74,10 +74,10 @@ class _Entry:
                 nodes.append((attributes, dict(attributes)))
                 pytrees.append(node)
             elif type(node) is list:
-                items = cast(list[Any], node)
+                items = cast("list[Any]", node)
                 nodes.append((items, list(items)))
             elif type(node) is dict:
-                mapping = cast(dict[Any, Any], node)
+                mapping = cast("dict[Any, Any]", node)
                 nodes.append((mapping, dict(mapping)))
             else:
                 return False
@@ -253,7 +253,7 @@ class Propagating:
         if type(container) is not dict:
             self._scan_items(enumerate(container), prefix, places, objects, kinds, depth)
             return
-        mapping = cast(dict[Any, Any], container)
+        mapping = cast("dict[Any, Any]", container)
         start = len(places)
         self._scan_items(mapping.items(), prefix, places, objects, kinds, depth)
         if len(places) > start and len(mapping) > 1:  # JAX orders a dict by its keys

@@ -116,10 +116,10 @@ def _snapshot(value: object, pytree_type: type, nodes: list[tuple[Any, Any, Any]
         attributes: dict[str, Any] = vars(value)
         nodes.append((node, attributes, dict(attributes)))
     elif type(value) is list:
-        items = cast(list[Any], value)
+        items = cast("list[Any]", value)
         nodes.append((node, items, list(items)))
     elif type(value) is dict:
-        mapping = cast(dict[Any, Any], value)
+        mapping = cast("dict[Any, Any]", value)
         nodes.append((node, mapping, dict(mapping)))
 
 
@@ -137,7 +137,7 @@ def _edits(now: Any, then: Any) -> list[tuple[Any, str]]:
     """What changed in a node's contents since ``then``, by identity: ``(key, what)``."""
     edits: list[tuple[Any, str]] = []
     if type(now) is list:
-        items, old = cast(list[Any], now), cast(list[Any], then)
+        items, old = cast("list[Any]", now), cast("list[Any]", then)
         for index in range(max(len(items), len(old))):
             if index >= len(items):
                 edits.append((index, "removed"))
@@ -146,7 +146,7 @@ def _edits(now: Any, then: Any) -> list[tuple[Any, str]]:
             elif items[index] is not old[index]:
                 edits.append((index, "replaced by another object"))
         return edits
-    mapping, old_mapping = cast(dict[Any, Any], now), cast(dict[Any, Any], then)
+    mapping, old_mapping = cast("dict[Any, Any]", now), cast("dict[Any, Any]", then)
     for key, value in old_mapping.items():
         if type(key) is str and key.startswith(_INTERNAL):
             continue
