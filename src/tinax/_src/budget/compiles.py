@@ -158,7 +158,7 @@ def book(handle: Handle) -> Book:
             found = handle.book
             if found is None:
                 found = handle.book = Book()
-    return cast(Book, found)
+    return cast("Book", found)
 
 
 def _kept(handle: Handle) -> Book | None:

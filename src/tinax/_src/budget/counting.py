@@ -154,7 +154,7 @@ def counted(
     _present_as(traced, reported, signature, jax_names(reported) if names is None else names)
     # The name JAX compiles it under, read here: a reference to ``traced`` from its own
     # body would be a reference cycle, and every dropped object would wait for the GC.
-    jax_name: str = cast(Any, traced).__name__
+    jax_name: str = cast("Any", traced).__name__
     return traced
 
 
@@ -200,7 +200,7 @@ def _inner(function: object) -> object:
     for _ in range(64):
         if not issubclass(type(function), functools.partial):
             break
-        function = cast(Any, function).func
+        function = cast("Any", function).func
     return function
 
 
@@ -228,7 +228,7 @@ def jax_names(function: Callable[..., Any]) -> tuple[str, str]:
                 break
             if not issubclass(type(target), functools.partial):
                 break
-            target = cast(Any, target).func
+            target = cast("Any", target).func
     except Exception:
         name = None
     name = _UNNAMED if name is None else name

@@ -58,7 +58,7 @@ def check_bool(api: str, parameter: str, value: object) -> bool:
     """A Python or NumPy bool (`jax.jit` takes any truthy value silently)."""
     if not issubclass(type(value), bool | np.bool_):
         raise TypeError(message(api, parameter, "a bool", value))
-    return bool(cast(Any, value))
+    return bool(cast("Any", value))
 
 
 # --- what counts as an array (static_nonarrays) ----------------------------------------

@@ -63,7 +63,7 @@ def check_function(api: str, value: object) -> Callable[..., Any]:
     `staticmethod`/`classmethod` object (as `jax.jit`)."""
     kind = type(value)
     if kind is types.FunctionType:  # a def or lambda: only its code can make it a generator
-        if cast(types.FunctionType, value).__code__.co_flags & inspect.CO_GENERATOR:
+        if cast("types.FunctionType", value).__code__.co_flags & inspect.CO_GENERATOR:
             raise TypeError(_generator_message(api, value))
         return cast("Callable[..., Any]", value)
     if issubclass(kind, staticmethod | classmethod):
@@ -126,7 +126,7 @@ def check_on_exceed(api: str, value: object, parameter: str = "on_exceed") -> st
     expected = "None or one of 'raise', 'warn', 'log'"
     if not issubclass(type(value), str):
         raise TypeError(message(api, parameter, f"{expected} (a str)", value))
-    policy = str.__str__(cast(str, value))  # a plain str: no subclass hooks from here on
+    policy = str.__str__(cast("str", value))  # a plain str: no subclass hooks from here on
     if policy not in ON_EXCEED:
         raise ValueError(message(api, parameter, expected, policy))
     return policy
@@ -156,7 +156,7 @@ def check_argnames(api: str, parameter: str, value: object) -> tuple[str, ...]:
     for index, entry in enumerate(entries):
         if not issubclass(type(entry), str):
             raise TypeError(message(api, f"{parameter}[{index}]", "a str", entry))
-        name = str.__str__(cast(str, entry))  # a plain str: no subclass hooks from here on
+        name = str.__str__(cast("str", entry))  # a plain str: no subclass hooks from here on
         if not name:
             raise ValueError(message(api, f"{parameter}[{index}]", "a non-empty str", name))
         if name in names:
@@ -271,7 +271,7 @@ class LazySignature:
             self._value = signature_of(function)
             self._known = True
             if self._value is not None and _plain(function):
-                self._derived = _remember(cast(types.FunctionType, function), self._value)
+                self._derived = _remember(cast("types.FunctionType", function), self._value)
         return self._value
 
     def derived(self) -> dict[Any, Any] | None:
@@ -344,7 +344,7 @@ def check_concrete_mesh(api: str, value: object, expected: str, manual: str) -> 
         )
     if not issubclass(type(value), Mesh):
         raise TypeError(message(api, "mesh", expected, value))
-    mesh = cast(Mesh, value)
+    mesh = cast("Mesh", value)
     if mesh.empty:
         raise ValueError(message(api, "mesh", "non-empty", mesh))
     if AxisType.Manual in mesh.axis_types:
@@ -394,7 +394,7 @@ def check_vmap_options(
                         api,
                         "spmd_axis_name",
                         f"axis names of mesh {mesh.axis_names!r} ({unknown!r} is not one)",
-                        cast(object, spmd_axis_name),
+                        cast("object", spmd_axis_name),
                     )
                 )
         options["spmd_axis_name"] = spmd_axis_name

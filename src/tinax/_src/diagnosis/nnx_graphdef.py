@@ -70,7 +70,7 @@ def flat_view(graphdef: Any) -> dict[str, Any]:
         current = next(nodes)
         kind: Any = getattr(current, "type", None)
         if kind is None:
-            kind = type(cast(object, current))
+            kind = type(cast("object", current))
         metadata = (
             getattr(current, "metadata", None) if type(current).__name__ == "VariableDef" else None
         )

@@ -92,7 +92,7 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
 
     def __attrs_post_init__(self) -> None:
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
-        vmap = cast(planning.Vmap, plan.vmap)
+        vmap = cast("planning.Vmap", plan.vmap)
         statics, convention = plan.statics, plan.convention
         # Watched per example, under jax.vmap: an assignment there is where it is lost.
         per_example = nnx_tracing.watched(
@@ -316,7 +316,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     # declaration by tests/test_jit_options.py); no dict built for them in between.
     values = locals()
     if function is options.DECORATE:  # @batched_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BatchedJit, **options.given(_API, values)))
+        return cast("Any", functools.partial(BatchedJit, **options.given(_API, values)))
     return BatchedJit(**values)
 
 

@@ -46,7 +46,7 @@ def dynamic(
 
         vmapped: Callable[..., Any] = jax.vmap(
             per_example,
-            in_axes=cast(Any, axes),
+            in_axes=cast("Any", axes),
             out_axes=out_axes,
             axis_size=axis_size,
             **vmap_options,

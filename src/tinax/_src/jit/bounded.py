@@ -292,7 +292,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     # declaration by tests/test_jit_options.py); no dict built for them in between.
     values = locals()
     if function is options.DECORATE:  # @bounded_jit(max_traces=..., ...): as jax.jit(**options)
-        return cast(Any, functools.partial(BoundedJit, **options.given(_API, values)))
+        return cast("Any", functools.partial(BoundedJit, **options.given(_API, values)))
     return BoundedJit(**values)
 
 

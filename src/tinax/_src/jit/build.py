@@ -37,7 +37,7 @@ class WithOptions:
     def __init__(self, api: str, kwargs: dict[str, Any]) -> None:
         self._api = api
         self._kwargs = kwargs
-        self._jit: Any = cast(Any, jax).jit
+        self._jit: Any = cast("Any", jax).jit
         # A jax.jit cache object set around the wrap (JAX's jax_jit_cpp_cache_obj, the
         # one config jax.jit reads when it builds): built now, in it, as jax.jit would be.
         later = options.CHECKED_BY_JAX.isdisjoint(kwargs)

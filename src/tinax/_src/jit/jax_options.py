@@ -35,7 +35,7 @@ from tinax._src.core.validation import (
 Device: TypeAlias = Any
 """A `jax.Device` (jaxlib's class, whose type pyright cannot see)."""
 
-_DEVICE_TYPE: type[Any] = cast(Any, jax).Device
+_DEVICE_TYPE: type[Any] = cast("Any", jax).Device
 
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -67,7 +67,7 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
         if all(type(entry) is int for entry in given) and len(set(given)) == len(given):
             return cast("tuple[int, ...]", given)
     elif kind is int:
-        return (cast(int, value),)
+        return (cast("int", value),)
     expected = "None, an int or an ordered sequence (tuple, list) of int (bool is not accepted)"
     entries: tuple[object, ...]
     if issubclass(kind, int | np.integer) and not issubclass(kind, bool | np.bool_):
@@ -86,7 +86,7 @@ def check_argnums(api: str, parameter: str, value: object) -> tuple[int, ...] | 
             raise TypeError(
                 message(api, f"{parameter}[{index}]", "an int (bool is not accepted)", entry)
             )
-        number = operator.index(cast(Any, entry))
+        number = operator.index(cast("Any", entry))
         if number in numbers:
             raise ValueError(
                 message(api, parameter, f"free of duplicates ({number} appears twice)", value)
@@ -116,7 +116,7 @@ INLINE_MODES: Any = getattr(jax, "Inline", None)
 def check_inline(api: str, value: object) -> bool | enum.Enum:
     """A bool, as `check_bool`, or a `jax.Inline` member where the running JAX has it."""
     if INLINE_MODES is not None and issubclass(type(value), INLINE_MODES):  # type(): no __class__
-        return cast(enum.Enum, value)
+        return cast("enum.Enum", value)
     if not issubclass(type(value), bool | np.bool_):
         expected = (
             "a bool or a jax.Inline"
@@ -124,7 +124,7 @@ def check_inline(api: str, value: object) -> bool | enum.Enum:
             else f"a bool (jax {jax.__version__} has no jax.Inline; jax 0.11 added it)"
         )
         raise TypeError(message(api, "inline", expected, value))
-    return bool(cast(Any, value))
+    return bool(cast("Any", value))
 
 
 def check_device(api: str, value: object) -> Any:
@@ -140,9 +140,9 @@ def check_backend(api: str, value: object) -> str | None:
         return None
     if not issubclass(type(value), str):
         raise TypeError(message(api, "backend", "a str (a platform name such as 'cpu')", value))
-    name = str.__str__(cast(str, value))
+    name = str.__str__(cast("str", value))
     try:
-        cast(Any, jax).devices(name)
+        cast("Any", jax).devices(name)
     except Exception as error:  # RuntimeError: unknown, or failed to initialize
         raise ValueError(
             message(api, "backend", f"a backend JAX can run on here ({error})", name)
@@ -166,7 +166,7 @@ def check_compiler_options(api: str, value: object) -> dict[str, Any] | None:
     for key, item in items:
         if not issubclass(type(key), str):
             raise TypeError(message(api, "compiler_options key", "a str", key))
-        name = str.__str__(cast(str, key))
+        name = str.__str__(cast("str", key))
         try:  # jax.jit keys its cache on the options
             hash(item)
         except Exception:

@@ -31,7 +31,7 @@ def present(owner: Any, function: Callable[..., Any], names: tuple[str, str]) ->
     """
     doc = function.__doc__ if type(function) is types.FunctionType else _MISSING
     if doc is None or type(doc) is str:  # a def or lambda: every attribute is there
-        plain = cast(types.FunctionType, function)
+        plain = cast("types.FunctionType", function)
         doc = doc or ""
         module: object = plain.__module__
         annotations: object = plain.__annotations__

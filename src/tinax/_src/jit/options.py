@@ -174,7 +174,7 @@ def page_defaults(factory: Callable[..., Any]) -> None:
     """Gives ``factory``'s argnames options the page's default ``()`` as an object of
     its own (`statics.NO_NAMES`), so that a ``()`` the user passes is told apart:
     next to argnums, `jax.jit` infers names from numbers only when none were given."""
-    defaults: dict[str, Any] = cast(Any, factory).__kwdefaults__
+    defaults: dict[str, Any] = cast("Any", factory).__kwdefaults__
     for name in defaults:
         if BY_NAME[name].default is statics.NO_NAMES:
             defaults[name] = statics.NO_NAMES

@@ -171,7 +171,7 @@ def split(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Any], 
     statics: list[Any] = []
     types: list[type] = []
     for leaf in leaves:
-        kind: type = type(cast(object, leaf))
+        kind: type = type(cast("object", leaf))
         array = known.get(kind)
         if array is None:
             array = array_type(kind)

@@ -44,7 +44,7 @@ _CONTEXT: contextvars.ContextVar[Policy | None] = contextvars.ContextVar(
 def resolve(own: str | None) -> Policy:
     """The policy for an overrun: the object's own, the innermost context, the
     environment, then ``"raise"``."""
-    return cast(Policy, own or _CONTEXT.get() or _ENVIRONMENT or "raise")
+    return cast("Policy", own or _CONTEXT.get() or _ENVIRONMENT or "raise")
 
 
 class _PolicyScope:
@@ -108,4 +108,4 @@ def exceed_policy(policy: Policy) -> AbstractContextManager[None]:
         raise TypeError(
             "exceed_policy: policy must be one of 'raise', 'warn', 'log'; got None (NoneType)."
         )
-    return _PolicyScope(cast(Policy, checked))
+    return _PolicyScope(cast("Policy", checked))

@@ -59,7 +59,7 @@ def check_shard_mesh(api: str, value: object) -> tuple[Mesh, tuple[str, ...]]:
     names: tuple[object, ...] = tuple(mesh.axis_names)
     if not all(issubclass(type(name), str) for name in names):
         raise ValueError(message(api, "mesh", "a mesh whose axis names are all str", mesh))
-    return mesh, tuple(str.__str__(cast(str, name)) for name in names)
+    return mesh, tuple(str.__str__(cast("str", name)) for name in names)
 
 
 def _order_key(entry: object) -> tuple[bool, str]:
@@ -105,7 +105,7 @@ def check_axis_names(api: str, value: object, mesh_axes: tuple[str, ...]) -> tup
             raise TypeError(
                 message(api, where, f"{expected} ({validation.describe(entry)} is not)", value)
             )
-        names.append(str.__str__(cast(str, entry)))  # a plain str: no subclass hooks from here on
+        names.append(str.__str__(cast("str", entry)))  # a plain str: no subclass hooks from here on
     for index, (where, name) in enumerate(zip(wheres, names, strict=True)):
         if name not in mesh_axes:
             raise ValueError(
@@ -126,7 +126,7 @@ def check_axis_names(api: str, value: object, mesh_axes: tuple[str, ...]) -> tup
 def check_vma_flag(api: str, value: object) -> bool:
     """Checks ``check_vma``: a Python or NumPy bool; ints (0, 1) and other truthy values are not."""
     if type(value) is bool or type(value) is np.bool_:
-        return bool(cast(bool, value))
+        return bool(cast("bool", value))
     raise TypeError(
         message(api, "check_vma", "a bool (True or False; ints and other values are not)", value)
     )
@@ -207,7 +207,7 @@ def _check_spec(
                         spec,
                     )
                 )
-            axis = str.__str__(cast(str, name)) if issubclass(type(name), str) else None
+            axis = str.__str__(cast("str", name)) if issubclass(type(name), str) else None
             if axis is None or axis not in mesh_axes:
                 raise ValueError(
                     message(
@@ -258,7 +258,7 @@ def _check_unreduced(
     if not axes:
         return
     for name in sorted(axes, key=_order_key):
-        axis = str.__str__(cast(str, name)) if issubclass(type(name), str) else None
+        axis = str.__str__(cast("str", name)) if issubclass(type(name), str) else None
         if axis is None or axis not in mesh_axes:
             raise ValueError(
                 message(

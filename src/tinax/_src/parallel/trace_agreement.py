@@ -65,7 +65,7 @@ class Agreement:
 def _rank(handle: Handle) -> int:
     """The object's rank among the objects built at its place (`constructed`)."""
     found = handle.agreement
-    return found.rank if isinstance(found, Agreement) else cast(int, found)
+    return found.rank if isinstance(found, Agreement) else cast("int", found)
 
 
 def _agreement(handle: Handle) -> Agreement:
@@ -73,7 +73,7 @@ def _agreement(handle: Handle) -> Agreement:
     found = handle.agreement
     if isinstance(found, Agreement):
         return found
-    made = handle.agreement = Agreement(cast(int, found))
+    made = handle.agreement = Agreement(cast("int", found))
     return made
 
 

@@ -13,7 +13,7 @@ def unspecified() -> Any:
     """
     from jax._src import sharding_impls
 
-    return cast(Any, sharding_impls).UNSPECIFIED
+    return cast("Any", sharding_impls).UNSPECIFIED
 
 
 def unspecified_type() -> type:

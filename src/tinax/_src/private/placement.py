@@ -140,7 +140,7 @@ def _placement_error(
         )
     except ValueError as error:
         return error
-    unique: Any = cast(Any, util).stable_unique(resolved)
+    unique: Any = cast("Any", util).stable_unique(resolved)
     mismatch = stages_.MismatchType.ARG_SHARDING
     try:
         pxla_._get_and_check_device_assignment(

@@ -224,7 +224,7 @@ def _check_source(source: Any) -> None:
     pair = cast("tuple[Any, ...]", source) if type(source) is tuple else ()
     if len(pair) == 2 and isinstance(pair[0], tuple | list) and isinstance(pair[1], Mapping):
         return
-    raise TypeError(validation.message(_API, "source", expected, cast(object, source)))
+    raise TypeError(validation.message(_API, "source", expected, cast("object", source)))
 
 
 def arguments(

@@ -102,12 +102,12 @@ class Manifest:
 def environment() -> dict[str, str]:
     """What JAX's persistent cache keys on besides the program: versions, backend,
     devices and XLA flags. Reads the devices: call it once backends are up."""
-    devices: list[Any] = cast(Any, jax).devices()
+    devices: list[Any] = cast("Any", jax).devices()
     return {
         "jax": jax.__version__,
         "jaxlib": _jaxlib_version(),
         "python": platform.python_version(),
-        "backend": str(cast(Any, jax).default_backend()),
+        "backend": str(cast("Any", jax).default_backend()),
         "devices": f"{len(devices)} x {devices[0].device_kind}" if devices else "(none)",
         "XLA_FLAGS": os.environ.get("XLA_FLAGS", "").strip(),
     }
@@ -117,7 +117,7 @@ def _jaxlib_version() -> str:
     try:
         import jaxlib
 
-        return str(cast(Any, jaxlib).__version__)
+        return str(cast("Any", jaxlib).__version__)
     except Exception:
         return "unknown"
 
@@ -172,7 +172,7 @@ def encode(signature: TracedSignature, function: object = None) -> Recorded:
 
 def _unwritable(signature: TracedSignature, modules: Sequence[str]) -> tuple[str | None, object]:
     """``(path, value)`` of the first value of ``signature`` that cannot be written."""
-    keystr: Any = cast(Any, jax).tree_util.keystr
+    keystr: Any = cast("Any", jax).tree_util.keystr
     for argument in signature.recorded:
         for path, value in zip(argument.paths, argument.values, strict=False):
             if not values.pickles(value, modules):

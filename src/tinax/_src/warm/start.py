@@ -27,7 +27,7 @@ def _check_path(api: str, path: object) -> str:
     kind = type(path)
     expected = "a str or os.PathLike"
     if issubclass(kind, str):
-        text = str.__str__(cast(str, path))
+        text = str.__str__(cast("str", path))
     elif hasattr(kind, "__fspath__"):
         try:
             text = os.fspath(cast("os.PathLike[str]", path))

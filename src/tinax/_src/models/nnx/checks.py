@@ -21,7 +21,7 @@ def check_propagate_updates(api: str, value: object) -> bool | None:
         return None
     if not issubclass(type(value), bool | np.bool_):
         raise TypeError(validation.message(api, "propagate_updates", "True, False or None", value))
-    return bool(cast(Any, value))
+    return bool(cast("Any", value))
 
 
 def check_with_nonarrays(api: str, propagate: bool | None, static_nonarrays: bool) -> None:
@@ -44,7 +44,7 @@ def check_not_bound(api: str, function: object) -> None:
     could not assign. Read only while flax.nnx is imported."""
     target = function
     while type(target) is functools.partial:
-        target = cast(Any, target).func
+        target = cast("Any", target).func
     if type(target) is not types.MethodType:
         return
     kinds = nnx_kinds()

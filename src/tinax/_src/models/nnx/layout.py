@@ -139,9 +139,9 @@ def first_slot(values: Any, depth: int) -> Slot | None:
     if depth >= MAX_DEPTH:
         return None
     for value in values:
-        kind: type[Any] = type(cast(object, value))
+        kind: type[Any] = type(cast("object", value))
         if kind is Slot:
-            return cast(Slot, value)
+            return cast("Slot", value)
         if kind is tuple or kind is list:
             found = first_slot(value, depth + 1)
         elif kind is dict:

@@ -166,7 +166,7 @@ def _restore(out: Any, entry: _Entry | None, call: tuple[Any, ...], *, shapes: b
                 return value.value
             ref = made.get(value.number)
             if ref is None:
-                ref = made[value.number] = cast(Any, jax).new_ref(value.value)
+                ref = made[value.number] = cast("Any", jax).new_ref(value.value)
             return ref
         if type(value) is Returned:
             if value.kind == 2:

@@ -113,7 +113,7 @@ def watched(
         return out
 
     try:
-        cast(Any, run).__wrapped__ = function
+        cast("Any", run).__wrapped__ = function
     except Exception:
         pass
     return run
@@ -282,7 +282,7 @@ def rebinding(counted: Callable[..., Any]) -> Callable[..., Any]:
             finally:
                 _frames.stack.pop()
         layout = first.layout
-        slots = [cast(Slot, get_at(args, kwargs, place)) for place in layout.places]
+        slots = [cast("Slot", get_at(args, kwargs, place)) for place in layout.places]
         variable_values: list[Any] = []
         plain: list[Any] = []
         for slot in slots:
@@ -351,7 +351,7 @@ def _returned_refs(result: Any, call: tuple[Any, ...]) -> Any:
         if at is not None:
             return Returned(2, at)
         number = made.setdefault(id(value), len(made))
-        return NewRef(number, cast(Any, value)[...])
+        return NewRef(number, cast("Any", value)[...])
 
     out = _tree_util.tree_map(marker, out)
     return out, Updates(updates.indices, updates.values, returned=True)
