@@ -77,6 +77,7 @@ LAYERS = (
     "objects",
     "parallel",
     "observe",
+    "buckets",
     "budget",
     "jit",
     "warm",
