@@ -95,13 +95,13 @@ _BUCKET_RULE = (
 )
 
 _BUCKET_FIX = (
-    "pad each input to its bucket before the call (tinax.jit.pad_to_bucket(x, sizes, "
-    "axis=...) returns the padded array and its true size, for a mask), or add the size "
-    "to buckets= and raise max_traces with it"
+    "pad each input to its bucket before the call: tinax.jit.pad_to_bucket(x, sizes, "
+    "axis=...) returns it padded and its true size (for a mask)",
+    "or add the size to buckets= and raise max_traces with it",
 )
 _LARGEST_FIX = (
-    "split the input into sizes the buckets hold, or add a larger bucket to buckets= "
-    "and raise max_traces with it"
+    "split the input into sizes the buckets hold",
+    "or add a larger bucket to buckets= and raise max_traces with it",
 )
 
 
@@ -131,7 +131,7 @@ def bucket_error(
         f"Outside the buckets ({len(misses)} size{plural}):",
         *(fit(f"  {miss}") for miss in misses),
         "How to fix:",
-        f"  {_BUCKET_FIX if paddable else _LARGEST_FIX}",
+        *(f"  {fix}" for fix in (_BUCKET_FIX if paddable else _LARGEST_FIX)),
         *_call_sites(signature, None),
     ]
     return _error(lines, name, location, max_traces, used, signature, None, ())
