@@ -202,8 +202,8 @@ def pad_to_bucket(
     index = bisect.bisect_left(buckets, length)
     if index == len(buckets):
         raise ValueError(
-            f"{api}: x has size {length} on axis {given} (shape {shape}), and no bucket holds "
-            f"it: the largest is {buckets[-1]}; split the input, or add a larger bucket."
+            f"{api}: x has size {length} on axis {given} (shape {shape}), and no bucket in sizes "
+            f"holds it: the largest is {buckets[-1]}; split the input, or add a larger bucket."
         )
     if buckets[index] == length:
         return array, length
@@ -218,16 +218,13 @@ def pad_to_bucket(
 def _array(api: str, x: object) -> jax.Array | np.ndarray[Any, Any]:
     """``x`` as it is (a JAX or NumPy array) or made a NumPy array; an array of numbers or
     booleans, or a TypeError naming ``x``."""
-    kind = type(x)  # type(), not isinstance: a hostile __class__ cannot raise here
     expected = "an array of numbers or booleans (a NumPy or JAX array, or a nested list)"
     array: jax.Array | np.ndarray[Any, Any] | None
-    if issubclass(kind, jax.Array | np.ndarray):
-        array = cast("jax.Array | np.ndarray[Any, Any]", x)
-    else:
-        try:
-            array = np.asarray(x)
-        except Exception:  # a ragged list, a sequence that raises
-            array = None
+    try:  # isinstance, for a tracer is a jax.Array; a hostile __class__ or aval may raise
+        given = isinstance(x, jax.Array | np.ndarray)
+        array = cast("jax.Array | np.ndarray[Any, Any]", x) if given else np.asarray(x)
+    except Exception:  # a ragged list, a sequence that raises
+        array = None
     if array is None or not _numeric(array.dtype):
         raise TypeError(validation.message(api, "x", expected, x))
     return array
