@@ -77,8 +77,8 @@ def bucket_sizes(floor: int, ceiling: int, *, gap: int | None = None) -> tuple[i
             double up to ``ceiling``.
 
     Returns:
-        The sizes, increasing: every size below ``ceiling`` of the sequence,
-        then ``ceiling``.
+        The sizes, increasing: every size of the sequence below ``ceiling``,
+            then ``ceiling``.
 
     Raises:
         TypeError: If ``floor``, ``ceiling`` or ``gap`` (when given) is not an
@@ -158,11 +158,12 @@ def pad_to_bucket(
             for a float array). The default: 0.
 
     Returns:
-        ``(padded, length)``: ``padded`` of ``x``'s dtype, a NumPy array for a
-        NumPy array or a nested list and a JAX array for a JAX array, equal to
-        ``x`` on the first ``length`` entries of ``axis`` and to ``fill`` after
-        them; ``length``, an int, the size of ``x`` on ``axis``. When that size
-        is a bucket size, ``padded`` is ``x`` itself (no copy).
+        padded: ``x`` padded to the bucket, of ``x``'s dtype: a NumPy array
+            for a NumPy array or a nested list, a JAX array for a JAX array;
+            equal to ``x`` on the first ``length`` entries of ``axis`` and to
+            ``fill`` after them. ``x`` itself (no copy) when ``length`` is a
+            bucket size.
+        length: The size of ``x`` on ``axis``, an int.
 
     Raises:
         TypeError: If ``sizes`` is not a sequence of ints, ``axis`` is not an
