@@ -145,6 +145,15 @@ class TestCheckSizes:
         assert type(error) is kind
         assert str(error) == f"pad_to_bucket: {text}"
 
+    @pytest.mark.parametrize("name", list(HOSTILE_VALUES))
+    @pytest.mark.parametrize("inside", [False, True], ids=["value", "entry"])
+    def test_hostile_value_or_entry_is_a_type_or_value_error_naming_it(self, name, inside):
+        hostile = HOSTILE_VALUES[name]()
+        value = [4, hostile] if inside else hostile
+        error = raised_by(check_sizes, "buckets", "buckets['x'][0]", value)
+        assert type(error) in (TypeError, ValueError), f"{type(error).__name__}: {error}"
+        assert str(error).startswith("buckets: buckets['x'][0]"), str(error)  # or an entry
+
     @FUZZ
     @given(value=wide_values())
     def test_anything_is_a_tuple_of_increasing_ints_or_a_type_or_value_error(self, value):
@@ -496,6 +505,22 @@ def same_bits(a, b):
 
 
 class TestPadToBucketProperties:
+    @pytest.mark.parametrize("name", list(HOSTILE_VALUES))
+    @pytest.mark.parametrize("argument", ["x", "sizes", "axis", "fill"])
+    def test_hostile_values_are_refused_naming_the_argument(self, argument, name):
+        arguments = {"x": np.zeros((1, 3), np.float32), "sizes": (4,), "axis": 0, "fill": 0}
+        arguments[argument] = HOSTILE_VALUES[name]()
+        x, sizes = arguments.pop("x"), arguments.pop("sizes")
+        try:
+            pad_to_bucket(x, sizes, **arguments)
+        except Exception as error:
+            message = str(error)
+            assert type(error) in (TypeError, ValueError), f"{type(error).__name__}: {message}"
+            if argument == "x" and message.startswith("pad_to_bucket: axis"):
+                assert "an axis of x, which has none" in message, message  # an int is 0-d
+                return
+            assert message.startswith(f"pad_to_bucket: {argument}"), message
+
     @PROPERTY
     @given(case=padding_cases(), on_device=st.booleans())
     def test_smallest_bucket_that_holds_x_with_x_first_and_fill_after(self, case, on_device):
@@ -524,8 +549,8 @@ class TestPadToBucketProperties:
     def test_anything_is_accepted_or_refused_naming_the_argument_and_the_value(
         self, argument, value
     ):
-        # The others are valid: a (2, 3) float array, sizes (4,) hold it on either axis.
-        arguments = {"x": np.zeros((2, 3), np.float32), "sizes": (4,), "axis": 0, "fill": 0}
+        # The others are valid: x (1, 3), that any sizes hold on axis 0 and (4,) on either.
+        arguments = {"x": np.zeros((1, 3), np.float32), "sizes": (4,), "axis": 0, "fill": 0}
         arguments[argument] = value
         x, sizes = arguments.pop("x"), arguments.pop("sizes")
         try:

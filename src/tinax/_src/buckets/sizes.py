@@ -33,7 +33,8 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
         raise ValueError(validation.message(api, parameter, expected, value))
     sizes: list[int] = []
     for index, entry in enumerate(entries):
-        if isinstance(entry, bool) or not _is_index(entry):
+        # type(), not isinstance: an entry whose __class__ raises is refused, not raised from
+        if issubclass(type(entry), bool) or not _is_index(entry):
             raise TypeError(validation.message(api, f"{parameter}[{index}]", "an int", entry))
         size = operator.index(entry)
         if size < 1:
