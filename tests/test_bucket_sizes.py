@@ -459,7 +459,7 @@ class TestPadToBucketRefusals:
     @pytest.mark.parametrize(
         "x",
         [["a", "b"], [[1], [1, 2]], [None], [object()], "text"],
-        ids=repr,
+        ids=["strs", "ragged", "none", "object", "str"],
     )
     def test_what_is_no_array_of_numbers_is_a_type_error(self, x):
         error = raised_by(pad_to_bucket, x, (4,))
