@@ -283,7 +283,7 @@ class Mode:
     ``arguments(size)`` makes new arguments on each use (donation deletes them; an nnx
     object is updated by the call); sizes are multiples of 8 (the mesh's devices).
     ``result(output, arguments)`` is what is compared: the output, and for nnx the
-    object's state after the call.
+    object's state after the call. ``bucket``: see `BUCKETED`.
     """
 
     name: str
@@ -293,6 +293,7 @@ class Mode:
     arguments: Callable[[int], tuple[tuple[Any, ...], dict[str, Any]]]
     under_mesh: bool = False
     result: Callable[[Any, tuple[Any, ...]], Any] = lambda output, args: output
+    bucket: str = ""  # a bucketed mode's declared axis, as a message names it: "x, axis 0"
 
     @property
     def jax_name(self) -> str:
@@ -433,6 +434,7 @@ def _bucketed() -> dict[str, Mode]:
             functools.partial(bounded_jit, buckets={"x": sizes}),
             jax.jit,
             lambda n: ((_padded(n),), {}),
+            bucket="x, axis 0",
         ),
         Mode(
             "mesh, buckets",
@@ -441,6 +443,7 @@ def _bucketed() -> dict[str, Mode]:
             meshed,
             lambda n: ((jax.device_put(_padded(n), sharding),), {}),
             under_mesh=True,
+            bucket="x, axis 0",
         ),
         Mode(
             "static_nonarrays (equinox), buckets",
@@ -448,6 +451,7 @@ def _bucketed() -> dict[str, Mode]:
             functools.partial(bounded_jit, static_nonarrays=True, buckets={"model.w": sizes}),
             eqx.filter_jit,
             lambda n: ((Scale(_padded(n)), jnp.asarray(0.5, jnp.float32)), {}),
+            bucket="model.w, axis 0",
         ),
         Mode(
             "batched_jit, buckets",
@@ -455,6 +459,7 @@ def _bucketed() -> dict[str, Mode]:
             functools.partial(batched_jit, buckets={"v": {1: BUCKET_SIZES}}),
             MODES["batched_jit"].reference,
             lambda n: ((batch(n),), {}),
+            bucket="v, axis 1",
         ),
     ]
     return {mode.name: mode for mode in modes}
