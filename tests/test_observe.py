@@ -951,6 +951,34 @@ class TestLongRuns:
         assert header.split()[:4] == ["function", "location", "built", "at"]
         assert one.split()[2] != two.split()[2]
 
+    def test_every_line_fits_beside_built_at_and_buckets_columns(self):
+        def a_serving_step_with_a_long_descriptive_name_that_widens_its_column_a_lot(tokens):
+            return tokens.sum()
+
+        function = a_serving_step_with_a_long_descriptive_name_that_widens_its_column_a_lot
+        sizes = {"tokens": {0: (2, 4)}}
+        first = bounded_jit(function, max_traces=2, buckets=sizes, on_exceed="log")
+        second = bounded_jit(function, max_traces=2, buckets=sizes, on_exceed="log")
+        for step in (first, second):
+            step(jnp.ones(2))
+            step(jnp.ones(3))  # outside the buckets, logged and run: the last retrace
+        header, *rows = str(registry.Budgets([first, second])).splitlines()
+        assert header.split()[-3:] == ["buckets", "last", "retrace"]
+        assert "built at" in header
+        assert all(len(line) <= 200 for line in (header, *rows))
+        assert all(row.rstrip().endswith("tokens: f32[2] -> f32[3] (shape)") for row in rows)
+
+    def test_a_trace_of_a_declared_bucket_is_no_retrace_cause(self):
+        def bucketed_step(tokens):
+            return tokens.sum()
+
+        step = bounded_jit(bucketed_step, max_traces=3, buckets={"tokens": {0: (2, 4, 8)}})
+        for size in (2, 4, 8):
+            step(jnp.ones(size))
+        [row] = str(registry.Budgets([step])).splitlines()[1:]
+        assert row.rstrip().endswith(")  -"), row  # the buckets column, then no cause
+        assert " 3/3 (" in row
+
     def test_a_long_nested_name_keeps_its_tail(self):
         def a_step_function_with_a_rather_long_name(x):
             return x

@@ -107,8 +107,18 @@ class Budgets(tuple[Any, ...]):
         return budgets_table(self)
 
 
-def last_retrace_cause(history: Sequence[TracedSignature]) -> str | registry_table.Cause:
-    """The first difference of the latest retrace from its closest earlier trace."""
+def last_retrace_cause(
+    history: Sequence[TracedSignature], buckets: declared.Buckets | None = None
+) -> str | registry_table.Cause:
+    """The first difference of the latest retrace from its closest earlier trace; with
+    ``buckets``, a trace of a combination of them is no retrace (it was declared)."""
+    if buckets is not None:
+        retraces = [
+            index
+            for index, entry in enumerate(history)
+            if index and declared.combination(buckets, entry) is None
+        ]
+        history = history[: retraces[-1] + 1] if retraces else history[:1]
     if len(history) < 2:
         return "-"
     try:
@@ -154,4 +164,7 @@ def budgets_table(objects: Sequence[Any]) -> str:
         done, seconds = declared.compiled_summary(buckets, owner.traced_signatures)
         return done, buckets.combinations, seconds
 
-    return registry_table.table(objects, built_at, last_retrace_cause, bucketed)
+    def cause(owner: Any) -> str | registry_table.Cause:
+        return last_retrace_cause(owner.traced_signatures, declared_by.get(id(owner)))
+
+    return registry_table.table(objects, built_at, cause, bucketed)

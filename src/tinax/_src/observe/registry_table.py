@@ -11,7 +11,7 @@ segments, and only a value too long for the column alone is cut, in its middle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from tinax._src.diagnosis import elide, report
@@ -19,6 +19,8 @@ from tinax._src.diagnosis.kinds import ABSENT, Difference
 
 _MAX_NAME = 56
 _MAX_PLACE = 40
+_MIN_PLACE = 20
+_CAUSE_ROOM = 48
 _MIN_CAUSE = 24
 
 
@@ -150,6 +152,33 @@ def _buckets_text(buckets: Bucketed | None) -> str:
     return f"{done}/{declared} ({report.duration(seconds) if done else '-'})"
 
 
+def _cells(
+    rows: Iterable[_Row], header: list[str], with_built: bool, with_buckets: bool, shrink: int
+) -> list[list[str]]:
+    """The table's cells, the last column left empty; names and places cut to their
+    tails at ``shrink`` characters under their widest."""
+    cells = [header]
+    for row in rows:
+        name = row.name if row.count == 1 else f"{row.name} (x{row.count})"
+        traces = f"{row.used}/{row.budget}" + (" over" if row.over else "")
+        place = _MAX_PLACE - shrink
+        cells.append(
+            [
+                elide.tail(name, _MAX_NAME - shrink),
+                elide.tail(row.location, place),
+                *([elide.tail(row.built, place)] if with_built else []),
+                traces,
+                "?" if row.compiles is None else str(row.compiles),
+                "?" if row.loads is None else str(row.loads),
+                report.duration(row.trace),
+                report.duration(row.compile),
+                *([_buckets_text(row.buckets)] if with_buckets else []),
+                "",  # fitted by `table`, to the room the other columns leave
+            ]
+        )
+    return cells
+
+
 def table(
     objects: Sequence[Any],
     built_at: Callable[[Any], str],
@@ -162,7 +191,7 @@ def table(
         return "no live budgeted objects"
     rows: dict[tuple[str, str, str], _Row] = {}
     for owner in objects:
-        row = _Row(owner, built_at(owner), cause(owner.traced_signatures), bucketed(owner))
+        row = _Row(owner, built_at(owner), cause(owner), bucketed(owner))
         if row.key() in rows:
             rows[row.key()].merge(row)
         else:
@@ -173,26 +202,18 @@ def table(
     with_buckets = any(row.buckets is not None for row in rows.values())
     header += ["traces", "compiles", "cache loads", "trace time", "compile time"]
     header += [*(["buckets"] if with_buckets else []), "last retrace"]
-    cells: list[list[str]] = [header]
-    for row in rows.values():
-        name = row.name if row.count == 1 else f"{row.name} (x{row.count})"
-        traces = f"{row.used}/{row.budget}" + (" over" if row.over else "")
-        cells.append(
-            [
-                elide.tail(name, _MAX_NAME),
-                elide.tail(row.location, _MAX_PLACE),
-                *([elide.tail(row.built, _MAX_PLACE)] if with_built else []),
-                traces,
-                "?" if row.compiles is None else str(row.compiles),
-                "?" if row.loads is None else str(row.loads),
-                report.duration(row.trace),
-                report.duration(row.compile),
-                *([_buckets_text(row.buckets)] if with_buckets else []),
-                "",  # fitted below, to the room the other columns leave
-            ]
-        )
     columns = len(header)
+    # The name and the places give way (to their tails) before the cause has less than
+    # room for a difference with both its values (`_CAUSE_ROOM`).
+    shrink = 0
+    cells = _cells(rows.values(), header, with_built, with_buckets, shrink)
     widths = [max(len(line[column]) for line in cells) for column in range(columns - 1)]
+    while sum(widths) + 2 * (columns - 1) + _CAUSE_ROOM > report.LINE_LIMIT and (
+        _MAX_PLACE - shrink > _MIN_PLACE
+    ):
+        shrink += 4
+        cells = _cells(rows.values(), header, with_built, with_buckets, shrink)
+        widths = [max(len(line[column]) for line in cells) for column in range(columns - 1)]
     room = max(report.LINE_LIMIT - sum(widths) - 2 * (columns - 1), _MIN_CAUSE)
     for line, row in zip(cells[1:], rows.values(), strict=True):
         found = row.cause
