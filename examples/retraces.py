@@ -66,11 +66,12 @@ def padded(batch):
     return {"x": x, "y": y, "mask": jnp.arange(32) < size}  # True on the real rows
 
 
+start = {"w": jnp.array([0.5, -1.0, 2.0]), "b": jnp.ones(())}
 step = bounded_jit(masked_update, max_traces=1, buckets={"batch": {0: (32,)}})
-step(params, padded(make_batch(32)), 0.1)
-last = step(params, padded(make_batch(20)), 0.1)  # the same trace
+step(start, padded(make_batch(32)), 0.1)
+last = step(start, padded(make_batch(20)), 0.1)  # the same trace
 print(f"traces_used={step.traces_used}, compiles_used={step.compiles_used}")
-same = jax.tree.map(jnp.allclose, last, update(params, make_batch(20), 0.1))
+same = jax.tree.map(jnp.allclose, last, update(start, make_batch(20), 0.1))
 print(f"the same update as the unpadded batch of 20: {all(jax.tree.leaves(same))}")
 
 section("a Python float became an array")

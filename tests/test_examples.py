@@ -31,7 +31,9 @@ def bucket_order_masked(text):
     masked: its log lines' progress count and sizes, and the sizes of its traces (which
     ``#n`` is which bucket) where the budgets table and ``explain`` name them."""
     text = untimed(text)
-    text = re.sub(r"bucket \d+ of 4 compiled in <time> \(batch axis 1: \d+\)", "<bucket>", text)
+    text = re.sub(
+        r"bucket \d of 4 compiled in <time> \(batch axis 1: (16|32|64|128)\)", "<b>", text
+    )
     return re.sub(r"([if]32)\[4,(16|32|64|128)\]", r"\1[4,<bucket>]", text)
 
 
