@@ -289,6 +289,7 @@ class TestBuild:
             "debugging-retraces/index.html",
             "migrating-from-pmap/index.html",
             "porting/index.html",
+            "serving/index.html",
             "property-tests/index.html",
             "benchmarks/index.html",
             "decisions/index.html",

@@ -1,5 +1,7 @@
 """The examples run, end to end, as a newcomer would run them; the docs show their output."""
 
+import re
+
 from helpers.pages import assert_page_shows, untimed
 from helpers.processes import run_example
 
@@ -17,7 +19,39 @@ def test_quickstart_runs_and_shows_the_budget_error():
 def test_debugging_retraces_page_shows_the_real_output():
     """Each section the script prints is the page's next ``text`` block, verbatim but for
     durations."""
-    assert_page_shows(run_example("retraces.py"), "debugging-retraces.md", 8, normalize=untimed)
+    out = run_example("retraces.py")
+    assert_page_shows(out, "debugging-retraces.md", 9, normalize=untimed)
+    assert (
+        "traces_used=1, compiles_used=1\nthe same update as the unpadded batch of 20: True" in out
+    )
+
+
+def bucket_order_masked(text):
+    """``text`` untimed, with the order in which ``precompile_buckets``' threads finished
+    masked: its log lines' progress count and sizes, and the sizes of its traces (which
+    ``#n`` is which bucket) where the budgets table and ``explain`` name them."""
+    text = untimed(text)
+    text = re.sub(
+        r"bucket \d of 4 compiled in <time> \(batch axis 1: (16|32|64|128)\)", "<b>", text
+    )
+    return re.sub(r"([if]32)\[4,(16|32|64|128)\]", r"\1[4,<bucket>]", text)
+
+
+def test_serving_page_shows_the_real_output():
+    """As for the retraces page, but for the order of the start-up compiles; the facts the
+    page states are asserted too."""
+    out = run_example("serving.py")
+    assert_page_shows(out, "serving.md", 8, normalize=bucket_order_masked)
+    logged = re.findall(r"bucket \d+ of 4 compiled in .* \(batch axis 1: (\d+)\)", out)
+    assert sorted(map(int, logged)) == [16, 32, 64, 128]
+    assert "\n4\nfunction " in out  # precompile_buckets' count, then the table
+    assert re.search(r"serve +examples/serving.py:\d+ +4/4 +4 +0 .* 4/4 \(", out)
+    assert "compiles_used: 4 before the loop, 4 after\nTrue\n" in out
+    assert "x has size 200 on axis 1 (shape (4, 200)), and no bucket in sizes holds it" in out
+    assert out.count("  batch, axis 1: 40 is no bucket of (16, 32, 64, 128): pad it to 64") == 2
+    loss, unpadded = re.findall(r"mean loss (\S+), unpadded (\S+)", out)[0]
+    assert loss == unpadded
+    assert "100 tokens decoded, to length 103\ntraces_used=4, compiles_used=4" in out
 
 
 def test_porting_page_shows_the_real_output():
