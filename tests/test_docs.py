@@ -6,6 +6,7 @@ for each of them in the page that `mkdocs build` generates from our docstrings.
 The site is built once per test session, into a temporary directory.
 """
 
+import ast
 import pathlib
 import re
 import time
@@ -394,3 +395,39 @@ def test_home_page_example_runs_and_prints_what_the_page_shows(capsys):
     exec(compile(example, "example.py", "exec"), {"__name__": "example"})
     printed = capsys.readouterr().out
     assert shown in printed
+
+
+# --- the benchmarks page ---------------------------------------------------------------------
+
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
+
+
+def _run_rows():
+    """The row keys `benchmarks/run.py` runs (its ``ROWS``), read from its source."""
+    for node in ast.parse((ROOT / "benchmarks" / "run.py").read_text()).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "ROWS":
+            return {key.value for key in node.value.keys}
+    raise AssertionError("benchmarks/run.py has no ROWS")
+
+
+def _outside_parentheses(text):
+    depth, kept = 0, []
+    for char in text:
+        depth += char == "("
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ")" and depth > 0
+    return "".join(kept)
+
+
+def test_the_benchmarks_page_names_every_row_of_run_py_and_no_other():
+    """The page's table of families lists each row key once (its descriptions, in
+    parentheses, aside), and those are the keys `benchmarks/run.py` runs."""
+    page = BENCHMARKS_PAGE.read_text()
+    table = page[page.index("| Family | Rows |") :].split("\n\n")[0].splitlines()[2:]
+    named = [
+        key
+        for line in table
+        for key in re.findall(r"`([^`]+)`", _outside_parentheses(line.split("|")[2]))
+    ]
+    assert sorted(named) == sorted(_run_rows())
