@@ -47,7 +47,26 @@ VOCAB, WIDTH, HIDDEN = 256, 32, 64
 REQUESTS, BLOCK, SEED = 10_000, 500, 0
 COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # JAX's, one per XLA compile
 
+HAND, TINAX, PER_LENGTH = "jax.jit, hand-written buckets", "tinax", "jax.jit, per length"
+ONE_BY_ONE, WARM_UP = "jax.jit, lower+compile one by one", "jax.jit, warm-up call per size"
+
 Params = dict[str, jax.Array]
+
+
+def row_names(requests: int, block: int, buckets: int) -> dict[str, tuple[str, ...]]:
+    """Each row's name and its contenders, baseline first: the loop's per-request row,
+    its whole-loop row, and the start-up row."""
+    return {
+        f"serving loop: per request after start-up, {requests:,} requests of 1-{CEILING}"
+        f" tokens (median per block of {block})": (HAND, TINAX),
+        f"serving loop: all {requests:,} requests, compiles included"
+        f" (mean per request, per block of {block})": (HAND, TINAX, PER_LENGTH),
+        f"serving start-up: compile all {buckets} buckets of the step": (
+            ONE_BY_ONE,
+            TINAX,
+            WARM_UP,
+        ),
+    }
 
 
 def _step() -> Callable[[Params, jax.Array, jax.Array], jax.Array]:
@@ -147,9 +166,9 @@ def _loop_rows(quick: bool) -> list[Row]:
     # Each contender: its pad (none for the first), and its call of the padded tokens.
     serve: dict[str, tuple[Callable[[np.ndarray], tuple[np.ndarray, int]], Callable[..., Any]]]
     serve = {
-        "jax.jit, hand-written buckets": (_hand_pad, by_hand),
-        "tinax": (lambda tokens: pad_to_bucket(tokens, sizes, axis=1), ours),
-        "jax.jit, per length": (unpadded, by_length),
+        HAND: (_hand_pad, by_hand),
+        TINAX: (lambda tokens: pad_to_bucket(tokens, sizes, axis=1), ours),
+        PER_LENGTH: (unpadded, by_length),
     }
 
     times: dict[str, list[float]] = {name: [] for name in serve}
@@ -190,9 +209,9 @@ def _loop_rows(quick: bool) -> list[Row]:
     medians = {n: [statistics.median(t[i : i + block]) for i in blocks] for n, t in times.items()}
     means = {n: [statistics.fmean(t[i : i + block]) for i in blocks] for n, t in times.items()}
     counted = {
-        "jax.jit, per length": f"{by_length._cache_size()} executables",  # pyright: ignore
-        "jax.jit, hand-written buckets": f"{by_hand._cache_size() - hand_cache} new executables",  # pyright: ignore
-        "tinax": f"compiles_used {ours.compiles_used - ours_compiles} more",
+        HAND: f"{by_hand._cache_size() - hand_cache} new executables",  # pyright: ignore
+        TINAX: f"compiles_used {ours.compiles_used - ours_compiles} more",
+        PER_LENGTH: f"{by_length._cache_size()} executables",  # pyright: ignore
     }
 
     def notes(row: Row) -> list[str]:
@@ -216,27 +235,19 @@ def _loop_rows(quick: bool) -> list[Row]:
             + ", ".join(f"{n} {statistics.median(calls[n]) * 1e6:.1f} us" for n in serve),
         ]
 
-    per_request = _measured(
-        f"serving loop: per request after start-up, {len(requests):,} requests of 1-{CEILING}"
-        f" tokens (median per block of {block})",
-        {n: medians[n] for n in ("jax.jit, hand-written buckets", "tinax")},
-        notes,
-    )
-    whole = _measured(
-        f"serving loop: all {len(requests):,} requests, compiles included"
-        f" (mean per request, per block of {block})",
-        means,
-        None,
-    )
-    return [per_request, whole]
+    (per_request, first), (whole, every), _ = row_names(len(requests), block, len(sizes)).items()
+    return [
+        _measured(per_request, {n: medians[n] for n in first}, notes),
+        _measured(whole, {n: means[n] for n in every}, None),
+    ]
 
 
 def _measured(
     name: str, times: dict[str, list[float]], notes: Callable[[Row], list[str]] | None
 ) -> Row:
     """A row whose times the loop measured (one round per block of requests)."""
-    row = Row(name, "jax.jit, hand-written buckets", {n: lambda: lambda: None for n in times})
-    row.times, row.rounds, row.measured, row.notes = times, len(times["tinax"]), True, notes
+    row = Row(name, HAND, {n: lambda: lambda: None for n in times})
+    row.times, row.rounds, row.measured, row.notes = times, len(times[TINAX]), True, notes
     return row
 
 
@@ -271,14 +282,6 @@ def _startup_row(quick: bool) -> Row:
         step = bounded_jit(_step(), max_traces=len(sizes), buckets={"tokens": {1: sizes}})
         return lambda: step.precompile_buckets(params, _tokens_spec(CEILING), _LENGTH_SPEC)
 
-    return Row(
-        f"serving start-up: compile all {len(sizes)} buckets of the step",
-        "jax.jit, lower+compile one by one",
-        {
-            "jax.jit, lower+compile one by one": one_by_one,
-            "tinax": precompiled,
-            "jax.jit, warm-up call per size": warm_up_calls,
-        },
-        rounds=5,
-        repeat=1,
-    )
+    name, contenders = list(row_names(0, 0, len(sizes)).items())[2]  # the start-up row
+    made = {ONE_BY_ONE: one_by_one, TINAX: precompiled, WARM_UP: warm_up_calls}
+    return Row(name, ONE_BY_ONE, {n: made[n] for n in contenders}, rounds=5, repeat=1)
