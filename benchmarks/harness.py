@@ -236,8 +236,8 @@ def draw(bars: list[Bar], path: pathlib.Path) -> None:
     axes.set_ylim(-0.5, len(bars) - 0.5)
     axes.set_xscale("log")
     reach = min(bar.low for bar in bars), max(bar.high for bar in bars)
-    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200) if t / 2 < reach[1]]
-    ticks = [t for t in ticks if t * 2 > reach[0]]
+    steps = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+    ticks = [t for t in steps if reach[0] < t * 2 and t / 2 < reach[1]]
     axes.set_xticks(ticks, [f"{t:g}" for t in ticks])
     axes.set_xlabel("time (memory) relative to the row's baseline; median, whiskers min to max")
     axes.set_title("tinax benchmarks (blue: tinax; grey: other contenders)")
