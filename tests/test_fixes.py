@@ -54,7 +54,8 @@ class TestFixesFollowedLiterallyRun:
             bounded_jit(total, max_traces=1), [(jnp.ones((8, 3)),), (jnp.ones((5, 3)),)], "shape"
         )
         assert (
-            "pad or bucket inputs to a few fixed shapes (pad or drop a last, partial batch)" in fix
+            "pad or bucket inputs to a few fixed shapes (declare them with buckets= and pad "
+            "with tinax.jit.pad_to_bucket; pad or drop a last, partial batch)" in fix
         )
         padded = [(jnp.ones((8, 3)),), (jnp.pad(jnp.ones((5, 3)), ((0, 3), (0, 0))),)]
         runs_as_jax_jit(bounded_jit(total, max_traces=1), jax.jit(total), padded)

@@ -67,7 +67,8 @@ class TestHeadline:
             "  image_batch: f32[8,3] -> f32[16,3] (shape)\n"
             "How to fix:\n"
             "  shape: every new shape is a new trace: pad or bucket inputs to a few fixed "
-            "shapes (pad or drop a last, partial batch)\n"
+            "shapes (declare them with buckets= and pad with tinax.jit.pad_to_bucket; pad or "
+            "drop a last, partial batch)\n"
             f"Called from tests/test_messages.py:{start + 6}; the closest earlier trace, #1, "
             f"was called from tests/test_messages.py:{start + 3}."
         )
@@ -324,7 +325,8 @@ class TestWhichArgumentAndWhichTrace:
         assert (
             text.count(
                 "  shape: every new shape is a new trace: pad or bucket inputs to a few "
-                "fixed shapes (pad or drop a last, partial batch)"
+                "fixed shapes (declare them with buckets= and pad with tinax.jit.pad_to_bucket; "
+                "pad or drop a last, partial batch)"
             )
             == 1
         )
@@ -766,7 +768,8 @@ class TestWholeTexts:
 
     SHAPE_FIX = (
         "  shape: every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
-        "(pad or drop a last, partial batch)"
+        "(declare them with buckets= and pad with tinax.jit.pad_to_bucket; pad or drop a last, "
+        "partial batch)"
     )
 
     def overrun(self, policy):

@@ -1289,3 +1289,160 @@ class TestPropagateUpdates:
             TypeError, match=r"propagate_updates must be True, False or None; got 1"
         ):
             decorate(step)
+
+
+def tokens_step(tokens, mask=None, *, scale=1.0):
+    return tokens * scale
+
+
+# Sizes a bucket list refuses: (value, error, the entry named ("" for the list), the value
+# named, what the message says it expected).
+BAD_SIZES = [
+    ([], ValueError, "", [], "a non-empty sequence of positive int, increasing"),
+    ([0, 4], ValueError, "[0]", 0, "must be positive"),
+    ([8, 8], ValueError, "", [8, 8], "increasing (8 is followed by 8)"),
+    ([16, 8], ValueError, "", [16, 8], "increasing (16 is followed by 8)"),
+    ("16", TypeError, "", "16", "a non-empty sequence of positive int"),
+    ((8, -1), ValueError, "[1]", -1, "must be positive"),
+    (8, TypeError, "", 8, "a non-empty sequence of positive int"),
+    ([8.0], TypeError, "[0]", 8.0, "must be an int"),
+    ([1, True], TypeError, "[1]", True, "must be an int"),
+]
+
+
+class TestBuckets:
+    """``buckets``: every check that can be made at wrap time is one, through both
+    classes and both factories (`make_either`), each naming the option and the value."""
+
+    @pytest.mark.parametrize(("sizes", "kind", "entry", "shown", "expected"), BAD_SIZES)
+    def test_refuses_sizes_that_are_not_positive_and_increasing(
+        self, make_either, sizes, kind, entry, shown, expected
+    ):
+        build, api = make_either
+        error = raised_by(build, tokens_step, max_traces=8, buckets={"tokens": {1: sizes}})
+        assert_rejected(error, kind, api, f"buckets['tokens'][1]{entry} must be", shown, expected)
+        assert raised_by(build, tokens_step, max_traces=8, buckets={"tokens": {1: {8, 16}}})
+
+    def test_refuses_an_argument_the_function_does_not_take(self, make_either):
+        build, api = make_either
+        error = raised_by(build, tokens_step, max_traces=2, buckets={"tokenz": {0: (1, 2)}})
+        assert_rejected(error, ValueError, api, "buckets key", "tokenz", "(tokens, mask, scale)")
+
+    def test_a_path_is_checked_by_its_argument(self, make_either):
+        build, _ = make_either
+        ok = build(tokens_step, max_traces=2, buckets={"tokens['ids']": {0: (1, 2)}})
+        assert ok.buckets == {"tokens['ids']": {0: (1, 2)}}
+        error = raised_by(build, tokens_step, max_traces=2, buckets={"batch['ids']": {0: (1,)}})
+        assert "buckets key must be a path from a parameter" in str(error)
+
+    def test_any_name_where_the_function_takes_kwargs(self, make_either):
+        build, _ = make_either
+        built = build(takes_kwargs, max_traces=2, buckets={"anything": {0: (1, 2)}})
+        assert built.buckets == {"anything": {0: (1, 2)}}
+
+    @pytest.mark.parametrize(
+        ("buckets", "kind", "argument", "value", "expected"),
+        [
+            ([("tokens", {0: (1,)})], TypeError, "buckets", "[('tokens'", "a mapping of"),
+            ({1: {0: (1,)}}, TypeError, "buckets key", "1", "a str (an argument's name"),
+            ({"tokens": [1, 2]}, TypeError, "buckets['tokens']", "[1, 2]", "a non-empty map"),
+            ({"tokens": {}}, ValueError, "buckets['tokens']", "{}", "a non-empty mapping"),
+            ({"tokens": {"0": (1,)}}, TypeError, "buckets['tokens'] key", "'0'", "an int"),
+            ({"tokens": {True: (1,)}}, TypeError, "buckets['tokens'] key", "True", "an int"),
+            ({"tokens": {-1: (1,)}}, ValueError, "buckets['tokens'] key", "-1", "non-negative"),
+            ({"[0]": {0: (1,)}}, ValueError, "buckets key", "'[0]'", "an argument's name"),
+        ],
+    )
+    def test_refuses_a_malformed_declaration(
+        self, make_either, buckets, kind, argument, value, expected
+    ):
+        build, api = make_either
+        error = raised_by(build, tokens_step, max_traces=8, buckets=buckets)
+        assert type(error) is kind, error
+        message = str(error)
+        assert message.startswith(f"{api}: {argument} must be "), message
+        assert value in message and expected in message, message
+
+    def test_refuses_a_budget_smaller_than_the_combinations(self, make_either):
+        build, api = make_either
+        buckets = {"tokens": {0: (1, 2), 1: (8, 16, 32)}}
+        error = raised_by(build, tokens_step, max_traces=5, buckets=buckets)
+        assert type(error) is ValueError
+        assert str(error) == (
+            f"{api}: max_traces must be at least the number of combinations of buckets, "
+            "6 (2 x 3), since each may trace; got 5."
+        )
+        assert build(tokens_step, max_traces=6, buckets=buckets).max_traces == 6
+
+    def test_refuses_one_array_named_twice(self, make_either):
+        build, api = make_either
+        buckets = {"tokens": {0: (1, 2)}, "tokens['ids']": {1: (8, 16)}}
+        error = raised_by(build, tokens_step, max_traces=4, buckets=buckets)
+        assert type(error) is ValueError
+        assert str(error) == (
+            f"{api}: buckets must name each array once; got 'tokens' and \"tokens['ids']\", "
+            "one inside the other."
+        )
+        # a name that merely starts alike is another argument
+        other = {"tokens": {0: (1, 2)}, "tokens2": {0: (1, 2)}}
+        assert raised_by(build, takes_kwargs, max_traces=3, buckets=other)
+        assert build(takes_kwargs, max_traces=4, buckets=other).buckets == other
+
+    def test_refuses_a_static_argument(self, make_either):
+        build, api = make_either
+        error = raised_by(
+            build,
+            tokens_step,
+            max_traces=2,
+            static_argnames="scale",
+            buckets={"scale": {0: (1, 2)}},
+        )
+        assert_rejected(error, ValueError, api, "buckets key", "scale", "not static")
+
+    def test_shows_the_declaration_normalized_and_read_only(self, make_either):
+        build, _ = make_either
+        built = build(
+            tokens_step, max_traces=6, buckets={"tokens": {1: [8, 16, 32], 0: range(1, 3)}}
+        )
+        assert built.buckets == {"tokens": {1: (8, 16, 32), 0: (1, 2)}}
+        with pytest.raises(TypeError):
+            built.buckets["tokens"][1] = (1,)  # type: ignore[index]
+        assert build(tokens_step, max_traces=1).buckets is None
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        buckets=st.one_of(
+            st.none(),
+            st.dictionaries(
+                st.sampled_from(["tokens", "mask", "tokens['a']", "x", "", "tokens.a", 3]),
+                st.one_of(
+                    st.dictionaries(
+                        st.one_of(st.integers(-2, 3), st.booleans(), st.text(max_size=2)),
+                        st.one_of(
+                            st.lists(st.integers(-2, 70), max_size=4),
+                            st.integers(),
+                            st.text(max_size=3),
+                            st.none(),
+                        ),
+                        max_size=3,
+                    ),
+                    st.lists(st.integers(), max_size=2),
+                    st.none(),
+                ),
+                max_size=3,
+            ),
+            st.integers(),
+            st.text(max_size=3),
+        ),
+        max_traces=st.integers(0, 70),
+    )
+    def test_raises_only_documented_errors_for_any_declaration(self, buckets, max_traces):
+        for build, api in ((bounded_jit, BOUNDED), (BatchedJit, BATCHED)):
+            try:
+                built = build(tokens_step, max_traces=max_traces, buckets=buckets)
+            except (TypeError, ValueError) as error:
+                message = str(error)
+                assert message.startswith(f"{api}: "), message
+                assert "buckets" in message or "max_traces" in message, message
+            else:
+                assert buckets is None or built.buckets is not None or buckets == {}

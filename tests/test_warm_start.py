@@ -245,7 +245,8 @@ class TestNothingWrongBecauseOfAManifest:
             "  x: f32[8,3] -> f32[16,3] (shape)\n"
             "How to fix:\n"
             "  shape: every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
-            "(pad or drop a last, partial batch)\n"
+            "(declare them with buckets= and pad with tinax.jit.pad_to_bucket; pad or drop a "
+            "last, partial batch)\n"
         ) in log
         # next run, the signature the program called comes first
         assert _texts(path, "step")[0] == "x: f32[16,3], scale: weak-typed f32[]"

@@ -15,7 +15,7 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     message (``"BoundedJit"``, ``"buckets['x'][1]"``)."""
     expected = "a non-empty sequence of positive int, increasing"
     try:  # ordered and sized: a list, a tuple, a range, a NumPy array (not a set, a str)
-        unordered = isinstance(cast("Any", value), (str, bytes, set, frozenset))
+        unordered = issubclass(type(value), (str, bytes, set, frozenset))
         ordered = not unordered and hasattr(value, "__len__")
         entries: tuple[Any, ...] | None = tuple(cast("Any", value)) if ordered else None
     except Exception:
@@ -26,9 +26,9 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
         raise ValueError(validation.message(api, parameter, expected, value))
     sizes: list[int] = []
     for index, entry in enumerate(entries):
-        if isinstance(entry, bool) or not _is_index(entry):
+        size = None if type(entry) is bool else _index(entry)
+        if size is None:
             raise TypeError(validation.message(api, f"{parameter}[{index}]", "an int", entry))
-        size = operator.index(entry)
         if size < 1:
             raise ValueError(validation.message(api, f"{parameter}[{index}]", "positive", entry))
         if sizes and size <= sizes[-1]:
@@ -41,9 +41,9 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def _is_index(value: object) -> bool:
+def _index(value: object) -> int | None:
+    """``value`` as an int, where it is one (`operator.index`: a NumPy integer too)."""
     try:
-        operator.index(value)  # pyright: ignore[reportArgumentType]
+        return int(operator.index(cast("Any", value)))
     except Exception:
-        return False
-    return True
+        return None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
+from tinax._src.buckets import declared
 from tinax._src.budget import compile_guard, compiles
 from tinax._src.budget.rejections import check_in_trace, raise_if_misplaced
 from tinax._src.core.statics import Statics
@@ -91,6 +92,10 @@ def counted(
             raise compile_guard.refused_trace(
                 reported, max_traces, ledger, call.numbered(0, call_site=site)
             )
+        outside = False  # a size on a declared axis that is no bucket, warned about
+        if handle.buckets is not None:
+            attempted = call.numbered(0, call_site=site)
+            outside = _check_buckets(handle, attempted, rejects, args, kwargs)
         if not handle.first_traced:  # is this object one of many rebuilt alike?
             rebuilt.check_rebuilt(handle, call)
         given_back = None
@@ -148,7 +153,7 @@ def counted(
             compiles.note_trace(handle, entry.number)
         else:  # compiled, if at all, with the trace it is staged into
             compiles.note_staged(handle, entry.number)
-        trace_reports.committed(handle, jax_name, entry, history, nested, over)
+        trace_reports.committed(handle, jax_name, entry, history, nested, over or outside)
         return out
 
     _present_as(traced, reported, signature, jax_names(reported) if names is None else names)
@@ -156,6 +161,43 @@ def counted(
     # body would be a reference cycle, and every dropped object would wait for the GC.
     jax_name: str = cast("Any", traced).__name__
     return traced
+
+
+def _check_buckets(
+    handle: Handle,
+    call: TracedSignature,
+    rejects: Callable[..., Any] | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> bool:
+    """Refuses, warns about or logs (as the overrun policy says) a trace whose size on an
+    axis the object's ``buckets`` declare is no bucket, before it is counted or run;
+    returns whether it was reported (and runs).
+    A call JAX would reject raises its own error first; a declaration the call shows
+    wrong (an axis beyond an array's rank) raises `ValueError`, whatever the policy."""
+    buckets = cast("declared.Buckets", handle.buckets)
+    try:
+        misses = declared.misses(handle.api, buckets, call)
+    except ValueError:
+        if rejects is not None:
+            check_in_trace(rejects, args, kwargs)
+        raise
+    if not misses:
+        return False
+    if rejects is not None:
+        check_in_trace(rejects, args, kwargs)
+    ledger = handle.ledger
+    with ledger.lock:
+        used = ledger.counted
+        attempt = used + ledger.in_flight + 1
+    policy = resolve(handle.on_exceed) if private.chex_asserts_enabled() else None
+    lines = tuple(miss.text() for miss in misses)
+    paddable = any(miss.paddable for miss in misses)
+    reported, budget = handle.function, handle.max_traces
+    if policy == "raise":
+        raise trace_reports.bucket_refused(reported, budget, used, attempt, call, lines, paddable)
+    trace_reports.bucket_overrun(reported, budget, used, attempt, call, lines, paddable, policy)
+    return True
 
 
 def _record_or_placeholder(

@@ -76,6 +76,10 @@ class Explanation:
             not), as a sentence; ``""`` when an executable for the inputs'
             placements exists.
         history: The earlier traces the call was compared with, oldest first.
+        outside_buckets: For a call that would trace, each axis declared in the
+            object's ``buckets`` whose size is no bucket, as a line of the error
+            (``"tokens, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64"``):
+            its trace would be refused as a trace over budget is. Else ``()``.
     """
 
     function_name: str
@@ -92,6 +96,7 @@ class Explanation:
     raises: str | None = None
     compiles: str = ""
     history: tuple[TracedSignature, ...] = attrs.field(default=(), repr=False)
+    outside_buckets: tuple[str, ...] = ()
     # how ``raises`` is shown, derived from it however the object is made (``explain``,
     # the constructor, `attrs.evolve`); not compared, not shown, not an argument
     _refusal: Refusal | None = attrs.field(
@@ -139,13 +144,20 @@ class Explanation:
                 reused = f"this call would reuse trace #{self.reuses.number} and compile it"
             head = f"{where}: {reused}; {budget}."
             return head if not self.compiles else f"{head}\n{fit(self.compiles)}"
-        if self.exceeds_budget:
+        outside = self.outside_buckets
+        if outside:
+            head = f"{where}: this call is outside its shape buckets: {budget}; it would be"
+        elif self.exceeds_budget:
             head = f"{where}: this call would exceed the trace budget: {budget}; it would be"
         elif self.closest is None and self.traces_used == 0:
             head = f"{where}: this call would make the first trace: {budget}; it would be"
         else:
             head = f"{where}: this call would trace again: {budget}; it would be"
         lines = [fit(f"{head} trace {self.attempt}.")]
+        if outside:
+            plural = "" if len(outside) == 1 else "s"
+            lines.append(f"Outside the buckets ({len(outside)} size{plural}):")
+            lines.extend(fit(f"  {miss}") for miss in outside)
         lines.extend(
             explanation_lines(self.closest, self.differences, self.signature, self.history)
         )

@@ -17,7 +17,8 @@ HINTS = {
     "or bind one with mesh=",
     "config": "a JAX config option in the trace cache key changed: set it once, around every call",
     "shape": "every new shape is a new trace: pad or bucket inputs to a few fixed shapes "
-    "(pad or drop a last, partial batch)",
+    "(declare them with buckets= and pad with tinax.jit.pad_to_bucket; pad or drop a last, "
+    "partial batch)",
     "dtype": "cast inputs to one dtype before the call",
     "weak type": "pass the scalar the same way on every call: always a Python number, "
     "or always an array of one dtype (jnp.float32(lr), not jnp.asarray(lr))",

@@ -89,6 +89,54 @@ def _refused_trace(
     return _error(lines, name, location, max_traces, used, signature, best, found)
 
 
+_BUCKET_RULE = (
+    "buckets= declares the sizes this function traces; this call was refused before "
+    "tracing, and calls whose sizes are buckets still run."
+)
+
+_BUCKET_FIX = (
+    "pad each input to its bucket before the call: tinax.jit.pad_to_bucket(x, sizes, "
+    "axis=...) returns it padded and its true size (for a mask)",
+    "or add the size to buckets= and raise max_traces with it",
+)
+_LARGEST_FIX = (
+    "split the input into sizes the buckets hold",
+    "or add a larger bucket to buckets= and raise max_traces with it",
+)
+
+
+def bucket_error(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    signature: TracedSignature,
+    misses: Sequence[str],
+    *,
+    paddable: bool = True,
+    outcome: str | None = None,
+) -> TraceBudgetError:
+    """The error for a trace outside the object's shape buckets: headline, what became of
+    the trace (``outcome``, as in `budget_error`), each declared axis whose size is no
+    bucket (``misses``, one line each), the fix (padding, where a bucket holds each size:
+    ``paddable``), and where it was called."""
+    name, location, where = names.where(function)
+    plural = "" if len(misses) == 1 else "s"
+    lines = [
+        fit(
+            f"{where} was called outside its shape buckets: max_traces={max_traces}, "
+            f"traces_used={used}; this call would be trace {attempt}."
+        ),
+        outcome if outcome is not None else _BUCKET_RULE,
+        f"Outside the buckets ({len(misses)} size{plural}):",
+        *(fit(f"  {miss}") for miss in misses),
+        "How to fix:",
+        *(f"  {fix}" for fix in (_BUCKET_FIX if paddable else _LARGEST_FIX)),
+        *_call_sites(signature, None),
+    ]
+    return _error(lines, name, location, max_traces, used, signature, None, ())
+
+
 SCOPE = "no_new_compiles"
 
 _SCOPE_RULE = (  # str.format: before, still

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 import attrs
 from jax.sharding import Mesh
 
+from tinax._src.buckets.declared import ShapeBuckets
 from tinax._src.core import validation
 from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
@@ -56,6 +57,7 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
         propagate_updates: What becomes of a `flax.nnx` Variable the function
             assigns: ``None`` or ``True`` (an error if it would be lost; a
             per-example value cannot be written back) or ``False`` (dropped).
+        buckets: The sizes each declared axis may take (read-only), or ``None``.
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -89,6 +91,7 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
+    buckets: ShapeBuckets | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
@@ -150,6 +153,7 @@ def batched_jit(
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> BatchedJit[R]: ...
 
 
@@ -178,6 +182,7 @@ def batched_jit(
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
 
 
@@ -206,6 +211,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -282,6 +288,19 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             objects, with `out_axes` for them). `False`: dropped, as `jax.jit`
             does.
 
+        buckets: The sizes each declared axis of an argument may take: a mapping
+            of an argument's name, or a path into it as tinax prints paths
+            (``"batch['tokens']"``), to a mapping of axis (of the argument as the
+            caller passes it) to its sizes, increasing (`bucket_sizes` makes the
+            usual lists). A key names every array under it, and those arrays share
+            one size per axis. A trace whose size on a declared axis is no bucket
+            is refused before it traces, as a trace over budget is (`on_exceed`),
+            naming the path, the axis, the size and the bucket to pad it to
+            (`pad_to_bucket`); tinax never pads a call itself. A call inside the
+            buckets costs nothing more; ``precompile_buckets`` compiles them all
+            ahead. `max_traces` counts every trace and must be at least the number
+            of combinations of buckets. Defaults to `None`: no buckets.
+
     Returns:
         The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
             decorator that builds it (``@batched_jit(in_axes=(None, 0), max_traces=1)``).
@@ -296,14 +315,19 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             error, passed through); `on_exceed` is neither a str nor `None`; an axis
             name is not hashable; `sum_match` is not a bool; any `jax.jit` option
             is malformed, or `static_nonarrays` is not a bool, as for `bounded_jit`;
-            `propagate_updates` is not `True`, `False` or `None`.
+            `propagate_updates` is not `True`, `False` or `None`; `buckets` is not a mapping of str
+            to a mapping of int to a sequence of int.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
             names an axis `mesh` lacks; a `jax.jit` option is invalid, or given
             with `static_nonarrays`, as for `bounded_jit`; `propagate_updates` is
             `True` with `static_nonarrays`; `function` is a method bound to a
-            `flax.nnx` object, as for `bounded_jit`.
+            `flax.nnx` object, as for `bounded_jit`; `buckets` names
+            no parameter of `function`, or a static one, or one array twice, has a
+            negative axis or sizes that are not positive and increasing, or has
+            more combinations than `max_traces`. On a call, an axis `buckets` declares
+            beyond an array's rank, or a path under which the argument has no array.
 
     Examples:
         >>> import jax.numpy as jnp

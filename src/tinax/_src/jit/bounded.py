@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overlo
 import attrs
 from jax.sharding import Mesh
 
+from tinax._src.buckets.declared import ShapeBuckets
 from tinax._src.core import validation
 from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
@@ -50,6 +51,7 @@ class BoundedJit(methods.BudgetedMixin, Generic[P, R]):
         propagate_updates: What becomes of a `flax.nnx` Variable the function
             assigns: ``None`` (an error if it would be lost), ``True`` (written
             back) or ``False`` (dropped).
+        buckets: The sizes each declared axis may take (read-only), or ``None``.
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -77,6 +79,7 @@ class BoundedJit(methods.BudgetedMixin, Generic[P, R]):
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
+    buckets: ShapeBuckets | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
@@ -108,6 +111,7 @@ def bounded_jit(
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> BoundedJit[P, R]: ...
 
 
@@ -130,6 +134,7 @@ def bounded_jit(
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> Callable[[Callable[P, R]], BoundedJit[P, R]]: ...
 
 
@@ -152,6 +157,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
+    buckets: ShapeBuckets | None = None,
 ) -> BoundedJit[P, R]:
     """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
 
@@ -238,6 +244,19 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             cycle among them, before any flatten. `False`: dropped, as
             `jax.jit` does.
 
+        buckets: The sizes each declared axis of an argument may take: a mapping
+            of an argument's name, or a path into it as tinax prints paths
+            (``"batch['tokens']"``), to a mapping of axis (of the argument as the
+            caller passes it) to its sizes, increasing (`bucket_sizes` makes the
+            usual lists). A key names every array under it, and those arrays share
+            one size per axis. A trace whose size on a declared axis is no bucket
+            is refused before it traces, as a trace over budget is (`on_exceed`),
+            naming the path, the axis, the size and the bucket to pad it to
+            (`pad_to_bucket`); tinax never pads a call itself. A call inside the
+            buckets costs nothing more; ``precompile_buckets`` compiles them all
+            ahead. `max_traces` counts every trace and must be at least the number
+            of combinations of buckets. Defaults to `None`: no buckets.
+
     Returns:
         The trace-budgeted, JIT-compiled callable. Without `function`, a decorator
             that builds it (``@bounded_jit(max_traces=1, static_argnames="n")``).
@@ -255,8 +274,9 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `jax.Inline`; `device` is not a `jax.Device`;
             `backend` is not a str; `compiler_options` is not a dict of str;
             `jax.jit` rejects a sharding (its own error); `static_nonarrays` is not
-            a bool; `propagate_updates` is not `True`, `False` or `None`. On a call
-            with `static_nonarrays`, a leaf that is not an array is not hashable
+            a bool; `propagate_updates` is not `True`, `False` or `None`;
+            `buckets` is not a mapping of str to a mapping of int to a sequence of
+            int. On a call with `static_nonarrays`, a leaf that is not an array is not hashable
             (the error names its path).
         ValueError: If `max_traces` is negative, an argname entry is empty or
             duplicated, `static_argnames` and `donate_argnames` overlap, or
@@ -272,7 +292,11 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `backend` names no platform JAX can run on here; `static_nonarrays` is
             given with `static_argnums`, `static_argnames` or `in_shardings`, or
             with ``propagate_updates=True``; `function` is a method bound to a
-            `flax.nnx` object (``model.__call__``; ``nnx.jit`` refuses it too).
+            `flax.nnx` object (``model.__call__``; ``nnx.jit`` refuses it too); `buckets` names
+            no parameter of `function`, or a static one, or one array twice, has a
+            negative axis or sizes that are not positive and increasing, or has
+            more combinations than `max_traces`. On a call, an axis `buckets` declares
+            beyond an array's rank, or a path under which the argument has no array.
 
     Examples:
         >>> import jax.numpy as jnp

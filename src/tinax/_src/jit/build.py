@@ -92,6 +92,7 @@ def build(
         ledger,
         weakref.ref(owner),
         seams.SEAMS,
+        plan.buckets,
     )
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
     own.update(

@@ -15,10 +15,11 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src import private
+from tinax._src.buckets import declared
 from tinax._src.budget import compiles, counting, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
-from tinax._src.jit import jax_options, meshes
+from tinax._src.jit import bucket_compiles, jax_options, meshes
 from tinax._src.jit.build import AtFirstUse
 from tinax._src.jit.call_errors import leaf_error, named_arguments, static_error
 from tinax._src.jit.plan import Plan
@@ -152,6 +153,11 @@ class BudgetedMixin:
             raises=raises,
             cleared=cleared,
         )
+        buckets = self._plan.buckets
+        if explanation.retraces and buckets is not None:  # named as its trace would be
+            misses = declared.misses(type(self).__name__, buckets, call)
+            outside = tuple(miss.text() for miss in misses)
+            return attrs.evolve(explanation, outside_buckets=outside)
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)
@@ -290,6 +296,34 @@ class BudgetedMixin:
                 the one ``precompile`` runs under, or one that was not recorded.
         """
         return self._precompiled(args, kwargs)[3]
+
+    @_user_facing
+    def precompile_buckets(self, *args: Any, **kwargs: Any) -> int:
+        """Traces and compiles now every combination of the object's ``buckets``, so
+        that no call inside them traces or compiles later.
+
+        The arguments are an example call that gives every other dimension, dtype
+        and sharding (arrays or `jax.ShapeDtypeStruct`s); each array under a declared
+        path takes each combination of sizes on its declared axes. The compiles run
+        in threads (XLA releases the GIL while it compiles), each logged at ``INFO``
+        on the ``tinax`` logger as it ends; JAX's persistent compilation cache and
+        warm start serve them as any trace. Each new signature counts as a trace.
+
+        Args:
+            *args: Positional arguments of an example call.
+            **kwargs: Keyword arguments of an example call.
+
+        Returns:
+            How many signatures were new: traced and compiled by this call (one
+            traced before is compiled again by JAX only if its executable is gone).
+
+        Raises:
+            ValueError: The object declares no buckets, or an example argument has
+                no array under a declared path, or too few axes.
+            TraceBudgetError: The budget is spent before every combination is
+                traced (a trace outside the buckets ran under ``on_exceed``).
+        """
+        return bucket_compiles.precompile_buckets(self, args, kwargs)
 
     def _precompiled(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -21,6 +21,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, cast
 
+from tinax._src.buckets import declared
 from tinax._src.core import statics, validation
 from tinax._src.jit import jax_options
 from tinax._src.models import nonarrays
@@ -67,6 +68,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_traces", REQUIRED, validation.check_max_traces, "budget"),
     Option("mesh", None, validation.check_mesh, "budget"),
     Option("on_exceed", None, validation.check_on_exceed, "budget"),
+    Option("buckets", None, declared.check, "budget"),
     Option("axis_name", None, validation.check_vmap_options, "jax.vmap", classes=BATCHED),
     Option("spmd_axis_name", None, validation.check_vmap_options, "jax.vmap", classes=BATCHED),
     Option("sum_match", False, validation.check_vmap_options, "jax.vmap", classes=BATCHED),
@@ -111,6 +113,7 @@ SIGNATURES: Mapping[Api, tuple[str, ...]] = {
         "compiler_options",
         "static_nonarrays",
         "propagate_updates",
+        "buckets",
     ),
     "BatchedJit": (
         "in_axes",
@@ -135,6 +138,7 @@ SIGNATURES: Mapping[Api, tuple[str, ...]] = {
         "compiler_options",
         "static_nonarrays",
         "propagate_updates",
+        "buckets",
     ),
 }
 

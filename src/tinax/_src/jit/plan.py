@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from jax.sharding import Mesh
 
+from tinax._src.buckets import declared
 from tinax._src.core import validation
 from tinax._src.jit import conventions, jax_options, options
 from tinax._src.models import nonarrays
@@ -50,6 +51,7 @@ class Plan(NamedTuple):
             `BatchedJit`, which watches each example itself).
         donating: Whether any argument is donated.
         vmap: What `jax.vmap` is given, or ``None`` (a `BoundedJit`).
+        buckets: The sizes declared axes may take (``buckets``, checked), or ``None``.
         shown: The normalized values of the fields the object shows.
     """
 
@@ -66,6 +68,7 @@ class Plan(NamedTuple):
     watch: bool | None
     donating: bool
     vmap: Vmap | None
+    buckets: declared.Buckets | None
     shown: dict[str, Any]
 
 
@@ -84,7 +87,14 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
     signature = validation.LazySignature(function)
     mesh = validation.check_mesh(api, values["mesh"])
     on_exceed = validation.check_on_exceed(api, values["on_exceed"])
-    shown: dict[str, Any] = {"max_traces": max_traces, "on_exceed": on_exceed}
+    buckets = None
+    if values["buckets"] is not None:  # read the signature only for them
+        buckets = declared.check(api, values["buckets"], signature.get(), max_traces)
+    shown: dict[str, Any] = {
+        "max_traces": max_traces,
+        "on_exceed": on_exceed,
+        "buckets": None if buckets is None else buckets.shown,
+    }
     vmap = None
     if batched:
         vmap_options = validation.check_vmap_options(
@@ -111,6 +121,7 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
             False if batched else None,
             False,
             vmap,
+            buckets,
             shown,
         )
     propagate = nnx_checks.check_propagate_updates(api, values["propagate_updates"])
@@ -119,6 +130,7 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
         api, values["static_nonarrays"], parsed, values["in_shardings"]
     )
     nnx_checks.check_with_nonarrays(api, propagate, static_nonarrays)
+    declared.check_not_static(api, buckets, parsed.statics.argnames)
     shown.update(
         static_argnames=parsed.static_argnames,
         donate_argnames=parsed.donate_argnames,
@@ -153,5 +165,6 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
         False if batched else propagate,
         donating and not batched,
         vmap,
+        buckets,
         shown,
     )

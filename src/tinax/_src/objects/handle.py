@@ -4,7 +4,7 @@ The build (`jit`) makes one per object and gives it, never the object, to the
 registry, the counted function, the compile book, the test session's collector,
 trace agreement and warm start. It holds what is fixed at wrap time (the name of
 the class, the function, the budget, the statics, the signature, the mesh, the
-overrun policy), the ledger (the count), a weak reference to the public object,
+overrun policy, the shape buckets), the ledger (the count), a weak reference to the public object,
 the object's seams (`Seams`: what warm start does to its call), and one slot per
 layer that keeps state of its own for the object, typed `object` here and read
 through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
+    from tinax._src.buckets.declared import Buckets
     from tinax._src.core.statics import Statics
     from tinax._src.core.validation import LazySignature
     from tinax._src.objects.ledger import Ledger
@@ -87,6 +88,7 @@ class Handle:
         "api",
         "birth",
         "book",
+        "buckets",
         "first_traced",
         "function",
         "ledger",
@@ -111,6 +113,7 @@ class Handle:
         ledger: Ledger,
         public: Callable[[], Any],
         seams: Seams,
+        buckets: Buckets | None = None,
     ) -> None:
         self.api = api  # the class's name: BoundedJit, BatchedJit
         self.function = function  # the user's function (a BatchedJit's per-example one)
@@ -122,6 +125,7 @@ class Handle:
         self.ledger = ledger
         self.public = public  # a weak reference to the public object
         self.seams = seams
+        self.buckets = buckets  # the sizes declared axes may take, or None
         # each layer's own state for the object, read through that layer's accessor
         self.birth: object = None  # observe.rebuilt: where and how it was built
         self.first_traced = False  # observe.rebuilt: a first trace was attempted

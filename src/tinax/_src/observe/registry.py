@@ -9,6 +9,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from tinax._src.buckets import declared
 from tinax._src.diagnosis import compare
 from tinax._src.observe import rebuilt, registry_table, sites, watchers
 from tinax._src.parallel import trace_agreement
@@ -121,14 +122,19 @@ def last_retrace_cause(history: Sequence[TracedSignature]) -> str | registry_tab
 
 def budgets_table(objects: Sequence[Any]) -> str:
     """One row per function and place built: function, location, traces/budget,
-    compiles, loads from JAX's persistent cache, trace and compile time, last retrace
-    cause (`registry_table`)."""
+    compiles, loads from JAX's persistent cache, trace and compile time, the buckets
+    compiled (where an object declares some), last retrace cause (`registry_table`)."""
     with _registry_lock:
         found = [handle for ref in _registry if (handle := ref()) is not None]
     places = {
         id(owner): rebuilt.birth_of(handle)
         for handle in found
         if (owner := handle.public()) is not None
+    }
+    declared_by = {
+        id(owner): handle.buckets
+        for handle in found
+        if handle.buckets is not None and (owner := handle.public()) is not None
     }
 
     def built_at(owner: Any) -> str:
@@ -139,4 +145,13 @@ def budgets_table(objects: Sequence[Any]) -> str:
         (filename, line) = birth[0]
         return f"{sites.shown(filename)}:{line}"
 
-    return registry_table.table(objects, built_at, last_retrace_cause)
+    def bucketed(owner: Any) -> tuple[int, int, float] | None:
+        """How many of ``owner``'s combinations of buckets are compiled, of how many, and
+        their compile time; ``None`` for an object without buckets."""
+        buckets = declared_by.get(id(owner))
+        if buckets is None:
+            return None
+        done, seconds = declared.compiled_summary(buckets, owner.traced_signatures)
+        return done, buckets.combinations, seconds
+
+    return registry_table.table(objects, built_at, last_retrace_cause, bucketed)

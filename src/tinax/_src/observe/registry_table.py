@@ -80,8 +80,12 @@ def _middle(text: str, limit: int) -> str:
     return f"{text[:head]}...{text[len(text) - (keep - head) :]}"
 
 
+Bucketed = tuple[int, int, float]  # combinations compiled, declared, their compile time
+
+
 class _Row:
     __slots__ = (
+        "buckets",
         "budget",
         "built",
         "cause",
@@ -96,7 +100,9 @@ class _Row:
         "used",
     )
 
-    def __init__(self, owner: Any, built: str, cause: str | Cause) -> None:
+    def __init__(
+        self, owner: Any, built: str, cause: str | Cause, buckets: Bucketed | None
+    ) -> None:
         history = owner.traced_signatures
         self.name = report.function_name(owner.function)
         self.location = report.function_location(owner.function) or "?"
@@ -110,6 +116,7 @@ class _Row:
         self.trace = _seconds(history, "trace_seconds")
         self.compile = _seconds(history, "compile_seconds")
         self.cause = cause
+        self.buckets = buckets
 
     def key(self) -> tuple[str, str, str]:
         return self.name, self.location, self.built
@@ -129,19 +136,33 @@ class _Row:
                 setattr(self, fact, theirs if mine is None else mine + theirs)
         if other.cause != "-":
             self.cause = other.cause
+        if self.buckets is not None and other.buckets is not None:
+            mine, theirs = self.buckets, other.buckets
+            self.buckets = (mine[0] + theirs[0], mine[1] + theirs[1], mine[2] + theirs[2])
+
+
+def _buckets_text(buckets: Bucketed | None) -> str:
+    """``12/12 (3.4 s)``: the combinations compiled, of those declared, and their compile
+    time; ``-`` for an object without buckets."""
+    if buckets is None:
+        return "-"
+    done, declared, seconds = buckets
+    return f"{done}/{declared} ({report.duration(seconds) if done else '-'})"
 
 
 def table(
     objects: Sequence[Any],
     built_at: Callable[[Any], str],
     cause: Callable[[Any], str | Cause],
+    bucketed: Callable[[Any], Bucketed | None] = lambda owner: None,
 ) -> str:
-    """The printed table of ``objects`` (in the order given)."""
+    """The printed table of ``objects`` (in the order given); a ``buckets`` column
+    (``compiled/declared (compile time)``) where an object declares buckets."""
     if not objects:
         return "no live budgeted objects"
     rows: dict[tuple[str, str, str], _Row] = {}
     for owner in objects:
-        row = _Row(owner, built_at(owner), cause(owner.traced_signatures))
+        row = _Row(owner, built_at(owner), cause(owner.traced_signatures), bucketed(owner))
         if row.key() in rows:
             rows[row.key()].merge(row)
         else:
@@ -149,7 +170,9 @@ def table(
     defined = [(row.name, row.location) for row in rows.values()]
     with_built = len(set(defined)) < len(defined)
     header = ["function", "location", *(["built at"] if with_built else [])]
-    header += ["traces", "compiles", "cache loads", "trace time", "compile time", "last retrace"]
+    with_buckets = any(row.buckets is not None for row in rows.values())
+    header += ["traces", "compiles", "cache loads", "trace time", "compile time"]
+    header += [*(["buckets"] if with_buckets else []), "last retrace"]
     cells: list[list[str]] = [header]
     for row in rows.values():
         name = row.name if row.count == 1 else f"{row.name} (x{row.count})"
@@ -164,6 +187,7 @@ def table(
                 "?" if row.loads is None else str(row.loads),
                 report.duration(row.trace),
                 report.duration(row.compile),
+                *([_buckets_text(row.buckets)] if with_buckets else []),
                 "",  # fitted below, to the room the other columns leave
             ]
         )

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tinax._src.buckets import declared
 from tinax._src.diagnosis import compare, elide, record, report
 from tinax._src.diagnosis.errors import TraceBudgetError, TraceBudgetWarning
 from tinax._src.observe import compile_events, watchers
@@ -54,15 +55,68 @@ def overrun(
 ) -> None:
     """Reports a trace over budget that runs anyway: a warning (policy ``"warn"``) and a
     ``WARNING`` record. ``policy`` is ``None`` when chex assertions are disabled."""
-    logged = logger.isEnabledFor(logging.WARNING)
-    if policy != "warn" and not logged:
+    if policy != "warn" and not logger.isEnabledFor(logging.WARNING):
         return
     error = report.budget_error(
         function, max_traces, used, attempt, history, call, outcome=_outcome(policy)
     )
+    _report_overrun(error, policy, f"is over max_traces={max_traces}")
+
+
+def bucket_refused(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    call: TracedSignature,
+    misses: Sequence[str],
+    paddable: bool,
+) -> TraceBudgetError:
+    """The error for a trace outside the shape buckets, logged at ``WARNING`` first."""
+    error = report.bucket_error(
+        function, max_traces, used, attempt, call, misses, paddable=paddable
+    )
+    if logger.isEnabledFor(logging.WARNING):
+        logger.warning("%s", error)
+    if job_failure.armed:  # fail_fast: a refused trace ends the whole job
+        job_failure.budget_error(error)
+    return error
+
+
+def bucket_overrun(
+    function: Callable[..., Any],
+    max_traces: int,
+    used: int,
+    attempt: int,
+    call: TracedSignature,
+    misses: Sequence[str],
+    paddable: bool,
+    policy: Policy | None,
+) -> None:
+    """Reports a trace outside the shape buckets that runs anyway, as `overrun` does."""
+    if policy != "warn" and not logger.isEnabledFor(logging.WARNING):
+        return
+    error = report.bucket_error(
+        function,
+        max_traces,
+        used,
+        attempt,
+        call,
+        misses,
+        paddable=paddable,
+        outcome=_outcome(policy),
+    )
+    _report_overrun(error, policy, "is outside its shape buckets", misses[0])
+
+
+def _report_overrun(
+    error: TraceBudgetError, policy: Policy | None, what: str, first: str | None = None
+) -> None:
+    """A warning (policy ``"warn"``) with ``error``'s diagnosis, and a ``WARNING`` record:
+    the diagnosis, or under ``"warn"`` one line that points to the warning."""
     message = str(error)
-    if logged:  # under "warn", one line: the warning carries the diagnosis, said once
-        logger.warning("%s", message if policy != "warn" else _pointer(error))
+    if logger.isEnabledFor(logging.WARNING):
+        logger.warning("%s", message if policy != "warn" else _pointer(error, what, first))
     if policy == "warn":
         warn(
             TraceBudgetWarning(
@@ -78,19 +132,22 @@ def overrun(
         )
 
 
-def _pointer(error: TraceBudgetError) -> str:
-    """The one-line record of an overrun whose diagnosis a `TraceBudgetWarning` carries."""
+def _pointer(error: TraceBudgetError, what: str, first: str | None) -> str:
+    """The one-line record of an overrun whose diagnosis a `TraceBudgetWarning` carries:
+    the trace, ``what`` it is (over the budget, outside the buckets), its first
+    difference (or ``first``), and where the diagnosis is."""
     where = f" ({error.location})" if error.location else ""
-    first = f"; {error.differences[0]}" if error.differences else ""
-    more = f" (+{len(error.differences) - 1} more)" if len(error.differences) > 1 else ""
+    if first is not None:
+        detail = f"; {first}"
+    else:
+        detail = f"; {error.differences[0]}" if error.differences else ""
+        if len(error.differences) > 1:
+            detail += f" (+{len(error.differences) - 1} more)"
     name = elide.tail(error.function_name, 60)
-    head = (
-        f"{name}{where}: trace {error.traces_used + 1} is over max_traces="
-        f"{error.max_traces} and runs (on_exceed='warn')"
-    )
+    head = f"{name}{where}: trace {error.traces_used + 1} {what} and runs (on_exceed='warn')"
     tail = "; the TraceBudgetWarning emitted now has the diagnosis."
     room = max(report.LINE_LIMIT - len(head) - len(tail), 20)
-    return head + elide.words(first + more, room) + tail
+    return head + elide.words(detail, room) + tail
 
 
 def committed(
@@ -102,7 +159,8 @@ def committed(
     logged: bool,
 ) -> None:
     """After a trace is counted: waits for its compile, and logs it (``DEBUG`` for a
-    first trace, ``INFO`` for a retrace) unless it was logged as over budget."""
+    first trace and for one of a combination of buckets, ``INFO`` for any other
+    retrace) unless it was logged as over budget or outside the buckets."""
     ledger, function, max_traces = handle.ledger, handle.function, handle.max_traces
     compile_events.await_compile(ledger, entry, name, nested)
     if watchers.traced_hook is not None:
@@ -115,6 +173,21 @@ def committed(
     heading = report.function_name(function) + (f" ({where})" if where else "")
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
     counted = entry.number - ledger.given_back_count  # warm-start traces given back
+    buckets = handle.buckets
+    taken = None if buckets is None else declared.combination(buckets, entry)
+    if buckets is not None and taken is not None:  # a trace the buckets declare: expected
+        if logger.isEnabledFor(logging.DEBUG):
+            sizes = declared.combination_text(buckets, taken)
+            logger.debug(
+                "%s: trace %d of max_traces=%d, bucket %s, %s, traced in %s",
+                heading,
+                counted,
+                max_traces,
+                sizes,
+                called,
+                report.duration(entry.trace_seconds),
+            )
+        return
     head = (
         f"{heading}: {'trace' if not earlier else 'retrace, trace'} {counted} of "
         f"max_traces={max_traces}, {called}, traced in {report.duration(entry.trace_seconds)}"

@@ -1,0 +1,373 @@
+"""The ``buckets`` option: checked once at wrap time (`check`), and a traced call
+compared with it (`misses`), so that a call outside the buckets is named before it
+traces. A call inside them never comes here: it is JAX's own cached call.
+
+One key is one bucket dimension: an argument's name, or a path into it as tinax
+prints paths (``"batch['tokens']"``), names every array under it, and on each
+declared axis those arrays share one size, which must be a bucket. So the traces
+inside the buckets are at most the product of the lists' lengths (`Buckets.combinations`),
+which ``max_traces`` must cover.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeAlias, cast
+
+import jax
+
+from tinax._src.buckets.sizes import check_sizes
+from tinax._src.core import validation
+from tinax._src.diagnosis.record import Leaf, TracedSignature
+
+ShapeBuckets: TypeAlias = Mapping[str, Mapping[int, Sequence[int]]]
+"""The ``buckets`` option's type: argument name or path -> axis -> sizes."""
+
+
+class Bucket(NamedTuple):
+    """One declared axis: the arrays under ``path`` take one of ``sizes`` on ``axis``."""
+
+    path: str
+    argument: str
+    axis: int
+    sizes: tuple[int, ...]
+
+
+class Buckets(NamedTuple):
+    """The ``buckets`` option, checked.
+
+    Attributes:
+        entries: One `Bucket` per declared axis, in the order given.
+        combinations: How many combinations of sizes there are (the product of the
+            lists' lengths): the most traces the buckets can take.
+        shown: The option as the object shows it: read-only, sizes as tuples.
+    """
+
+    entries: tuple[Bucket, ...]
+    combinations: int
+    shown: Mapping[str, Mapping[int, tuple[int, ...]]]
+
+
+_EXPECTED = "None or a mapping of argument name or path to a mapping of axis to sizes"
+
+
+def _root(path: str) -> str:
+    """The argument a path starts from: ``batch`` of ``batch['tokens']``."""
+    cut = min((index for index in (path.find("["), path.find(".")) if index >= 0), default=None)
+    return path if cut is None else path[:cut]
+
+
+def check(
+    api: str,
+    value: object,
+    signature: inspect.Signature | None,
+    max_traces: int,
+) -> Buckets | None:
+    """``value`` (the ``buckets`` option) checked against the function's ``signature``
+    and the budget: every key a path from a parameter, every axis a non-negative int,
+    every list of sizes positive and increasing, no array named twice, and
+    ``max_traces`` at least the number of combinations."""
+    if value is None:
+        return None
+    entries: list[Bucket] = []
+    shown: dict[str, Mapping[int, tuple[int, ...]]] = {}
+    for key, axes in _items(api, "buckets", _EXPECTED, value):
+        path = _check_path(api, key, signature)
+        where = f"buckets[{path!r}]"
+        expected = "a non-empty mapping of axis (an int) to sizes"
+        per_axis: dict[int, tuple[int, ...]] = {}
+        for axis, sizes in _items(api, where, expected, axes):
+            if type(axis) is bool or not issubclass(type(axis), int):
+                raise TypeError(validation.message(api, f"{where} key", "an int (an axis)", axis))
+            index = int.__index__(cast("int", axis))
+            if index < 0:
+                raise ValueError(
+                    validation.message(api, f"{where} key", "a non-negative axis", axis)
+                )
+            per_axis[index] = check_sizes(api, f"{where}[{index}]", sizes)
+            entries.append(Bucket(path, _root(path), index, per_axis[index]))
+        if not per_axis:
+            raise ValueError(validation.message(api, where, expected, axes))
+        shown[path] = types.MappingProxyType(per_axis)
+    _check_disjoint(api, list(shown))
+    if not entries:
+        return None
+    combinations = math.prod(len(entry.sizes) for entry in entries)
+    if max_traces < combinations:
+        product = " x ".join(str(len(entry.sizes)) for entry in entries)
+        raise ValueError(
+            f"{api}: max_traces must be at least the number of combinations of buckets, "
+            f"{combinations} ({product}), since each may trace; got {max_traces}."
+        )
+    return Buckets(tuple(entries), combinations, types.MappingProxyType(shown))
+
+
+def _items(api: str, parameter: str, expected: str, value: object) -> list[tuple[Any, Any]]:
+    """The items of ``value``, a mapping, read once; anything else (or a mapping whose
+    items cannot be read) is a `TypeError` naming ``parameter``."""
+    items: list[tuple[Any, Any]] | None = None
+    if issubclass(type(value), Mapping):
+        try:
+            items = list(cast("Mapping[Any, Any]", value).items())
+        except Exception:
+            items = None
+    if items is None:
+        raise TypeError(validation.message(api, parameter, expected, value))
+    return items
+
+
+def _check_path(api: str, given: object, signature: inspect.Signature | None) -> str:
+    """A key of the option: a non-empty str whose argument is a parameter of the function
+    (any name, where it takes ``**kwargs`` or has no signature)."""
+    if not issubclass(type(given), str):
+        raise TypeError(
+            validation.message(api, "buckets key", "a str (an argument's name or path)", given)
+        )
+    key = str.__str__(cast("str", given))  # a plain str, whatever a subclass overrides
+    root = _root(key)
+    if not root.isidentifier():
+        raise ValueError(
+            validation.message(
+                api, "buckets key", "an argument's name, or a path into it (\"batch['x']\")", key
+            )
+        )
+    if signature is None:
+        return key
+    parameters = signature.parameters
+    if root in parameters and parameters[root].kind is not inspect.Parameter.VAR_KEYWORD:
+        return key
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return key
+    names = ", ".join(parameters) or "none"
+    raise ValueError(
+        validation.message(
+            api, "buckets key", f"a path from a parameter of the function ({names})", key
+        )
+    )
+
+
+def _inside(path: str, key: str) -> bool:
+    """Whether ``path`` is ``key`` or a path under it."""
+    return path == key or (path.startswith(key) and path[len(key)] in "[.")
+
+
+def _check_disjoint(api: str, keys: Sequence[str]) -> None:
+    for first, second in itertools.combinations(keys, 2):
+        if _inside(first, second) or _inside(second, first):
+            raise ValueError(
+                f"{api}: buckets must name each array once; got {first!r} and {second!r}, "
+                "one inside the other."
+            )
+
+
+def check_not_static(api: str, buckets: Buckets | None, static_argnames: Sequence[str]) -> None:
+    """A bucket on a static argument (which has no shape) is refused at wrap time."""
+    for entry in () if buckets is None else buckets.entries:
+        if entry.argument in static_argnames:
+            raise ValueError(
+                validation.message(
+                    api, "buckets key", "a path into an argument that is not static", entry.path
+                )
+            )
+
+
+# --- at trace time -------------------------------------------------------------------------
+
+
+class Miss(NamedTuple):
+    """A declared axis whose size in a call is no bucket."""
+
+    path: str
+    axis: int
+    size: int
+    sizes: tuple[int, ...]
+    others: str = ""  # arrays under one key that disagree: their sizes, as text
+
+    @property
+    def paddable(self) -> bool:
+        """Whether a bucket holds the size: padding the input fixes the call."""
+        return not self.others and self.size <= self.sizes[-1]
+
+    def text(self) -> str:
+        """``batch['tokens'], axis 1: 37 is no bucket of (16, 32, 64): pad it to 64``."""
+        head = f"{self.path}, axis {self.axis}: "
+        if self.others:
+            return (
+                f"{head}its arrays differ ({self.others}); the arrays under one key share a bucket"
+            )
+        if self.size > self.sizes[-1]:
+            return (
+                f"{head}{self.size} is larger than the largest bucket, {self.sizes[-1]}: "
+                "split the input, or add a larger bucket"
+            )
+        target = next(size for size in self.sizes if size > self.size)
+        return f"{head}{self.size} is no bucket of {_sizes_text(self.sizes)}: pad it to {target}"
+
+
+def _sizes_text(sizes: tuple[int, ...]) -> str:
+    if len(sizes) <= 12:
+        return f"({', '.join(map(str, sizes))})"
+    return f"({', '.join(map(str, sizes[:6]))}, ..., {', '.join(map(str, sizes[-3:]))})"
+
+
+def _arrays(call: TracedSignature) -> list[Leaf]:
+    return [leaf for leaf in call.leaves if leaf.kind == "array" and leaf.shape is not None]
+
+
+def _under(leaves: Sequence[Leaf], key: str) -> list[Leaf]:
+    return [leaf for leaf in leaves if _inside(leaf.path, key)]
+
+
+def sizes_of(api: str, buckets: Buckets, call: TracedSignature) -> Iterator[tuple[Bucket, Leaf]]:
+    """Each declared axis with each array of ``call`` under its path. Raises
+    `ValueError` for a declaration the call shows wrong: a path under which the
+    call has no array while its argument has some, an axis beyond an array's rank."""
+    arrays = _arrays(call)
+    for entry in buckets.entries:
+        found = _under(arrays, entry.path)
+        if not found:
+            of_argument = _under(call.leaves, entry.argument)
+            if of_argument:  # the argument is passed, but nothing lies at the path
+                paths = ", ".join(leaf.path for leaf in of_argument[:6])
+                more = ", ..." if len(of_argument) > 6 else ""
+                raise ValueError(
+                    f"{api}: buckets names {entry.path!r}, under which this call has no "
+                    f"array; the leaves of {entry.argument} are: {paths}{more}."
+                )
+            continue
+        for leaf in found:
+            shape = cast("tuple[int, ...]", leaf.shape)
+            if entry.axis >= len(shape):
+                raise ValueError(
+                    f"{api}: buckets names axis {entry.axis} of {entry.path!r}, but "
+                    f"{leaf.path} is {leaf.text}, of rank {len(shape)}: "
+                    + (
+                        "its only axis is 0."
+                        if len(shape) == 1
+                        else f"its axes are 0 to {len(shape) - 1}."
+                    )
+                    if shape
+                    else f"{api}: buckets names axis {entry.axis} of {entry.path!r}, but "
+                    f"{leaf.path} is {leaf.text}, a scalar: it has no axis."
+                )
+            yield entry, leaf
+
+
+def misses(api: str, buckets: Buckets, call: TracedSignature) -> tuple[Miss, ...]:
+    """The declared axes of ``call`` whose size is no bucket (empty: every size is one)."""
+    found: list[Miss] = []
+    seen: dict[tuple[str, int], list[Leaf]] = {}
+    for entry, leaf in sizes_of(api, buckets, call):
+        seen.setdefault((entry.path, entry.axis), []).append(leaf)
+    for entry in buckets.entries:
+        leaves = seen.get((entry.path, entry.axis), [])
+        sizes = {cast("tuple[int, ...]", leaf.shape)[entry.axis] for leaf in leaves}
+        if len(sizes) > 1:
+            others = ", ".join(
+                f"{leaf.path} {cast('tuple[int, ...]', leaf.shape)[entry.axis]}"
+                for leaf in leaves[:4]
+            )
+            found.append(Miss(entry.path, entry.axis, max(sizes), entry.sizes, others))
+        elif sizes and (size := sizes.pop()) not in entry.sizes:
+            found.append(Miss(entry.path, entry.axis, size, entry.sizes))
+    return tuple(found)
+
+
+def combination(buckets: Buckets, call: TracedSignature) -> tuple[int, ...] | None:
+    """The sizes ``call`` takes on the declared axes, in declaration order, where every
+    one is a bucket; else ``None`` (a call outside the buckets, or one not recorded)."""
+    try:
+        if misses("", buckets, call):
+            return None
+        taken: dict[tuple[str, int], int] = {}
+        for entry, leaf in sizes_of("", buckets, call):
+            taken[entry.path, entry.axis] = cast("tuple[int, ...]", leaf.shape)[entry.axis]
+    except ValueError:
+        return None
+    if len(taken) != len(buckets.entries):
+        return None
+    return tuple(taken[entry.path, entry.axis] for entry in buckets.entries)
+
+
+def combination_text(buckets: Buckets, taken: Sequence[int]) -> str:
+    """``batch axis 1: 64, image axis 0: 8``: a combination of sizes, for a person."""
+    return ", ".join(
+        f"{entry.path} axis {entry.axis}: {size}"
+        for entry, size in zip(buckets.entries, taken, strict=True)
+    )
+
+
+def combinations(buckets: Buckets) -> Iterator[tuple[int, ...]]:
+    """Every combination of sizes, in declaration order, smallest first."""
+    return itertools.product(*(entry.sizes for entry in buckets.entries))
+
+
+def compiled_summary(buckets: Buckets, history: Sequence[TracedSignature]) -> tuple[int, float]:
+    """How many combinations of buckets ``history`` compiled (or loaded), and the total
+    compile time of their traces (`budgets`'s column)."""
+    done: set[tuple[int, ...]] = set()
+    seconds = 0.0
+    for entry in history:
+        taken = combination(buckets, entry)
+        if taken is None or taken in done:
+            continue
+        done.add(taken)
+        seconds += entry.compile_seconds or 0.0
+    return len(done), seconds
+
+
+def example_arguments(
+    buckets: Buckets,
+    signature: inspect.Signature | None,
+    taken: tuple[int, ...],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` (an example call: arrays or `jax.ShapeDtypeStruct`s) with
+    every array under a declared path given the sizes ``taken`` on its declared axes, as
+    a `jax.ShapeDtypeStruct` (its dtype, weak type and named sharding kept)."""
+    axes: dict[str, dict[int, int]] = {}
+    for entry, size in zip(buckets.entries, taken, strict=True):
+        axes.setdefault(entry.path, {})[entry.axis] = size
+
+    tree_util: Any = jax.tree_util
+
+    def resize(root: str, value: Any) -> Any:
+        def leaf(path: Any, item: Any) -> Any:
+            text = root + tree_util.keystr(path)
+            declared = [key for key in axes if _inside(text, key)]
+            shape, dtype = getattr(item, "shape", None), getattr(item, "dtype", None)
+            if not declared or shape is None or dtype is None:
+                return item
+            new = list(shape)
+            for axis, size in axes[declared[0]].items():
+                if axis < len(new):  # beyond the rank: the call names it, as any call would
+                    new[axis] = size
+            sharding = getattr(item, "sharding", None)
+            named = sharding if isinstance(sharding, jax.sharding.NamedSharding) else None
+            weak = bool(getattr(item, "weak_type", False))
+            return jax.ShapeDtypeStruct(tuple(new), dtype, sharding=named, weak_type=weak)
+
+        return tree_util.tree_map_with_path(leaf, value)
+
+    if signature is None:
+        return (
+            tuple(resize(f"args[{index}]", value) for index, value in enumerate(args)),
+            {name: resize(name, value) for name, value in kwargs.items()},
+        )
+    bound = signature.bind(*args, **kwargs)
+    for name, value in list(bound.arguments.items()):
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            bound.arguments[name] = {key: resize(key, item) for key, item in value.items()}
+        elif kind is inspect.Parameter.VAR_POSITIONAL:
+            bound.arguments[name] = tuple(
+                resize(f"{name}[{index}]", item) for index, item in enumerate(value)
+            )
+        else:
+            bound.arguments[name] = resize(name, value)
+    return tuple(bound.args), dict(bound.kwargs)
