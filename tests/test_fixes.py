@@ -8,7 +8,7 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tinax.jit import TraceBudgetError, bounded_jit
+from tinax.jit import TraceBudgetError, bounded_jit, pad_to_bucket
 
 
 def fix_for(step, calls, kind):
@@ -64,6 +64,24 @@ class TestFixesFollowedLiterallyRun:
             == 5.0
             == float(bounded_jit(total, max_traces=1)(padded[1][0])[0])
         )  # zero padding leaves the sum as it was
+
+    def test_shape_declared_buckets_and_padding_to_them(self):
+        """The shape fix's pointer followed: the sizes declared with ``buckets=`` (and a
+        budget for them), each input padded with ``pad_to_bucket``; the lengths that
+        retraced before run in the declared traces, with jax.jit's results."""
+
+        def total(x):
+            return x.sum(0)
+
+        calls = [(jnp.ones((8, 3)),), (jnp.ones((5, 3)),), (jnp.ones((3, 3)),)]
+        fix = fix_for(bounded_jit(total, max_traces=1), calls[:2], "shape")
+        assert "declare them with buckets= and pad with tinax.jit.pad_to_bucket" in fix
+        sizes = (4, 8)
+        step = bounded_jit(total, max_traces=len(sizes), buckets={"x": {0: sizes}})
+        padded = [(pad_to_bucket(x, sizes)[0],) for (x,) in calls]
+        runs_as_jax_jit(step, jax.jit(total), padded, traces=2)
+        for (x,), (bucketed,) in zip(calls, padded, strict=True):
+            np.testing.assert_array_equal(step(bucketed), jax.jit(total)(x))  # zeros add 0
 
     def test_dtype_cast_before_the_call(self):
         fix = fix_for(

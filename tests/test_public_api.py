@@ -12,6 +12,25 @@ def test_jit_module_exports_the_page_names():
         assert getattr(tinax.jit, name).__module__ == "tinax.jit"
 
 
+def test_jit_module_exports_the_bucket_helpers_with_the_contract_signatures():
+    for name in ("bucket_sizes", "pad_to_bucket"):
+        assert name in tinax.jit.__all__
+        assert getattr(tinax.jit, name).__module__ == "tinax.jit"
+    sizes = inspect.signature(tinax.jit.bucket_sizes).parameters
+    assert [(p.name, p.kind.name, p.default) for p in sizes.values()] == [
+        ("floor", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("ceiling", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("gap", "KEYWORD_ONLY", None),
+    ]
+    pad = inspect.signature(tinax.jit.pad_to_bucket).parameters
+    assert [(p.name, p.kind.name, p.default) for p in pad.values()] == [
+        ("x", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("sizes", "POSITIONAL_OR_KEYWORD", inspect.Parameter.empty),
+        ("axis", "KEYWORD_ONLY", 0),
+        ("fill", "KEYWORD_ONLY", 0),
+    ]
+
+
 def test_factories_take_function_positionally_and_options_by_keyword():
     for factory in (tinax.jit.bounded_jit, tinax.jit.batched_jit):
         parameters = list(inspect.signature(factory).parameters.values())

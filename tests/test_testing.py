@@ -4,8 +4,9 @@ The promise under test: a property test draws thousands of examples from
 ``arguments(trace)`` and the object never traces again, each drawn leaf typed
 exactly as in the trace; a step precompiled in a fixture passes hypothesis's
 default 200 ms deadline; ``no_new_traces`` fails with the diagnosis when an
-object traces inside it. hypothesis stays optional: without it, importing
-``tinax.testing`` says which extra to install.
+object traces inside it. hypothesis stays optional: without it, the scopes import and
+work (a serving process needs no test library), and ``arguments`` says which extra to
+install.
 """
 
 import dataclasses
@@ -752,8 +753,8 @@ def run_without_hypothesis(tmp_path, code, returncode=0):
 
 
 class TestOptionalDependency:
-    def test_import_names_the_testing_extra_when_hypothesis_is_missing(self, tmp_path):
-        code = "import tinax.testing\n"
+    def test_arguments_names_the_testing_extra_when_hypothesis_is_missing(self, tmp_path):
+        code = "import tinax.testing\nfrom tinax.testing import arguments\n"
         result = run_without_hypothesis(tmp_path, code, returncode=1)
         last = result.stderr.strip().splitlines()[-1]
         assert last == (
@@ -771,6 +772,99 @@ class TestOptionalDependency:
         )
         result = run_without_hypothesis(tmp_path, code)
         assert result.stdout.strip() == "[2.0, 2.0] 1"
+
+    def test_scopes_work_in_a_serving_process_when_hypothesis_is_missing(self, tmp_path):
+        code = textwrap.dedent(
+            """
+            import jax.numpy as jnp
+            import tinax.testing
+            from tinax.jit import bounded_jit
+            from tinax.testing import no_new_compiles, no_new_traces
+
+            step = bounded_jit(lambda x: x + 1, max_traces=1)
+            step.precompile(jnp.ones(2))
+            with no_new_compiles(), no_new_traces(step):
+                print(step(jnp.ones(2)).tolist(), step.traces_used)
+            names = tinax.testing.__all__, "arguments" in dir(tinax.testing)
+            print(no_new_compiles.__module__, *names)
+            try:
+                from tinax.testing import arguments
+            except ImportError as error:
+                print(error)
+            """
+        )
+        out = run_without_hypothesis(tmp_path, code).stdout.splitlines()
+        assert out == [
+            "[2.0, 2.0] 1",
+            "tinax.testing ['arguments', 'no_new_compiles', 'no_new_traces'] True",
+            "tinax.testing needs hypothesis, an optional dependency of tinax: "
+            "pip install 'tinax[testing]'",
+        ]
+
+    def test_scope_still_refuses_and_reports_compiles_when_hypothesis_is_missing(self, tmp_path):
+        code = textwrap.dedent(
+            """
+            import jax
+            import jax.numpy as jnp
+            from tinax.jit import bounded_jit
+            from tinax.testing import no_new_compiles
+
+            step = bounded_jit(lambda x: x + 1, max_traces=2)
+            step.precompile(jnp.ones(2))
+            for compiles in (lambda: step(jnp.ones(3)), lambda: jax.jit(jnp.sin)(1.0)):
+                try:
+                    with no_new_compiles():
+                        compiles()
+                except Exception as error:
+                    print(type(error).__name__)
+            """
+        )
+        out = run_without_hypothesis(tmp_path, code).stdout.split()
+        assert out == ["TraceBudgetError", "AssertionError"]
+
+    def test_plugin_reports_budgets_of_a_suite_without_hypothesis(self, tmp_path):
+        (tmp_path / "test_serving.py").write_text(
+            textwrap.dedent(
+                """
+                import jax.numpy as jnp
+                from tinax.jit import bounded_jit
+                from tinax.testing import no_new_compiles
+
+                def test_precompiled_step_compiles_nothing_more():
+                    step = bounded_jit(lambda x: x * 2, max_traces=1)
+                    step.precompile(jnp.ones(4))
+                    with no_new_compiles():
+                        assert step(jnp.ones(4)).tolist() == [2.0] * 4
+                """
+            )
+        )
+        code = (
+            "import sys, pytest\n"
+            "sys.exit(pytest.main(['-p', '_tinax_pytestplugin', '--tinax-budgets', "
+            "'-W', 'error', '-q', '-p', 'no:cacheprovider', 'test_serving.py']))\n"
+        )
+        (tmp_path / "sitecustomize.py").write_text(BLOCKER)
+        result = run_program(
+            code,
+            cwd=tmp_path,
+            pythonpath=[tmp_path],
+            env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            timeout=120,
+        )
+        assert "1 passed" in result.stdout
+        assert "tinax budgets" in result.stdout
+
+    def test_importing_tinax_and_the_scopes_never_imports_hypothesis(self):
+        code = (
+            "import sys, tinax, tinax.jit, tinax.parallel, _tinax_pytestplugin\n"
+            "from tinax.testing import no_new_compiles, no_new_traces\n"
+            "from tinax._src.observe import session_budgets\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'hypothesis'))\n"
+            "from tinax.testing import arguments\n"
+            "print('hypothesis' in sys.modules)\n"
+        )
+        out = run_program(code, cwd=ROOT, timeout=120).stdout.splitlines()
+        assert out == ["[]", "True"]
 
 
 # --- the guide -----------------------------------------------------------------------------

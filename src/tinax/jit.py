@@ -1,5 +1,7 @@
 """Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
 
+from tinax._src.buckets.sizes import bucket_sizes as bucket_sizes
+from tinax._src.buckets.sizes import pad_to_bucket as pad_to_bucket
 from tinax._src.diagnosis.errors import TraceBudgetError as TraceBudgetError
 from tinax._src.diagnosis.errors import TraceBudgetWarning as TraceBudgetWarning
 from tinax._src.diagnosis.explanation import Explanation as Explanation
@@ -28,8 +30,10 @@ __all__ = [
     "TracedSignature",
     "batched_jit",
     "bounded_jit",
+    "bucket_sizes",
     "budgets",
     "exceed_policy",
+    "pad_to_bucket",
 ]
 
 for _public in (BatchedJit, BoundedJit, Difference, Leaf, TraceBudgetError, TraceHistory):
@@ -37,4 +41,6 @@ for _public in (BatchedJit, BoundedJit, Difference, Leaf, TraceBudgetError, Trac
 for _public in (Explanation, TracedSignature, batched_jit, bounded_jit):
     _public.__module__ = __name__
 for _public in (Budgets, TraceBudgetWarning, budgets, exceed_policy):
+    _public.__module__ = __name__
+for _public in (bucket_sizes, pad_to_bucket):
     _public.__module__ = __name__

@@ -1,5 +1,6 @@
 """The modes of `tests/test_feature_matrix.py`: one tiny object factory per way of wrapping,
-each with its reference jit, and JAX's own count of what an object made.
+each with its reference jit, and JAX's own count of what an object made; and the modes
+with shape buckets (`BUCKETED`), whose calls are padded to a bucket.
 
 Imported by the tests and by the warm-restart program (`matrix_warm_program.py`), which
 builds one object of every mode in a fresh process. Every mode's function has a name of
@@ -35,6 +36,8 @@ COMPILE_EVENT = private.COMPILE_EVENT  # a compile or a load (tests/test_compile
 CACHE_HIT_EVENT = private.CACHE_HIT_EVENT  # the compile in progress was a load
 
 SMALL, LARGE, HUGE = 8, 16, 24  # sizes of a call: each a trace (all divide over 8 devices)
+BUCKET_SIZES = (SMALL, LARGE)  # the buckets of a bucketed mode: HUGE and GIANT are outside
+GIANT = 32
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "tinax"
 
 
@@ -235,6 +238,22 @@ def m_batched(v):
     return (v * v).sum()
 
 
+def m_bucketed_plain(x):
+    return x * 2.0 + 1.0
+
+
+def m_bucketed_meshed(x):
+    return x * x + 1.0
+
+
+def m_bucketed_equinox(model, x):
+    return model(x)
+
+
+def m_bucketed_batched(v):
+    return (v * v).sum()
+
+
 def mesh8() -> jax.sharding.Mesh:
     return jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
 
@@ -264,7 +283,7 @@ class Mode:
     ``arguments(size)`` makes new arguments on each use (donation deletes them; an nnx
     object is updated by the call); sizes are multiples of 8 (the mesh's devices).
     ``result(output, arguments)`` is what is compared: the output, and for nnx the
-    object's state after the call.
+    object's state after the call. ``bucket``: see `BUCKETED`.
     """
 
     name: str
@@ -274,6 +293,7 @@ class Mode:
     arguments: Callable[[int], tuple[tuple[Any, ...], dict[str, Any]]]
     under_mesh: bool = False
     result: Callable[[Any, tuple[Any, ...]], Any] = lambda output, args: output
+    bucket: str = ""  # a bucketed mode's declared axis, as a message names it: "x, axis 0"
 
     @property
     def jax_name(self) -> str:
@@ -304,6 +324,11 @@ def _vector(size: int) -> jax.Array:
 
 def _sharded(size: int) -> jax.Array:
     return jax.device_put(_vector(size), jax.sharding.NamedSharding(mesh8(), jax.P("x")))
+
+
+def _padded(size: int) -> jax.Array:
+    """A vector of ``size``: 3 values and a tail of zeros, as a call padded to a bucket."""
+    return jnp.pad(_vector(size - 3), (0, 3))
 
 
 def _nnx_state(output: Any, args: tuple[Any, ...]) -> Any:
@@ -391,14 +416,68 @@ MODES = _modes()
 NAMES = tuple(MODES)
 
 
+def _bucketed() -> dict[str, Mode]:
+    """Plain, ``mesh=`` (sharded arrays), ``static_nonarrays`` (an equinox module, its
+    bucket a path into it) and ``batched_jit`` (the bucket on axis 1 of the batch as
+    passed, axis 0 of what the function sees), each with ``buckets`` of `BUCKET_SIZES`."""
+    sizes = {0: BUCKET_SIZES}
+    sharding = jax.sharding.NamedSharding(mesh8(), jax.P("x"))
+    meshed = MODES["mesh"].reference
+
+    def batch(n: int) -> jax.Array:
+        return jnp.stack([_padded(n) * scale for scale in (1.0, 0.5, -1.0, 2.0)])
+
+    modes = [
+        Mode(
+            "plain, buckets",
+            m_bucketed_plain,
+            functools.partial(bounded_jit, buckets={"x": sizes}),
+            jax.jit,
+            lambda n: ((_padded(n),), {}),
+            bucket="x, axis 0",
+        ),
+        Mode(
+            "mesh, buckets",
+            m_bucketed_meshed,
+            functools.partial(bounded_jit, mesh=mesh8(), buckets={"x": sizes}),
+            meshed,
+            lambda n: ((jax.device_put(_padded(n), sharding),), {}),
+            under_mesh=True,
+            bucket="x, axis 0",
+        ),
+        Mode(
+            "static_nonarrays (equinox), buckets",
+            m_bucketed_equinox,
+            functools.partial(bounded_jit, static_nonarrays=True, buckets={"model.w": sizes}),
+            eqx.filter_jit,
+            lambda n: ((Scale(_padded(n)), jnp.asarray(0.5, jnp.float32)), {}),
+            bucket="model.w, axis 0",
+        ),
+        Mode(
+            "batched_jit, buckets",
+            m_bucketed_batched,
+            functools.partial(batched_jit, buckets={"v": {1: BUCKET_SIZES}}),
+            MODES["batched_jit"].reference,
+            lambda n: ((batch(n),), {}),
+            bucket="v, axis 1",
+        ),
+    ]
+    return {mode.name: mode for mode in modes}
+
+
+BUCKETED = _bucketed()
+BUCKETED_NAMES = tuple(BUCKETED)
+_ALL = {**MODES, **BUCKETED}
+
+
 @functools.cache
 def _reference(name: str) -> Callable[..., Any]:
-    mode = MODES[name]
+    mode = _ALL[name]
     return mode.reference(renamed(mode.function, f"reference_{mode.jax_name}"))
 
 
 @functools.cache
 def _reference_result(name: str, size: int) -> Any:
-    mode = MODES[name]
+    mode = _ALL[name]
     args, kwargs = mode.arguments(size)
     return mode.result(_reference(name)(*args, **kwargs), args)

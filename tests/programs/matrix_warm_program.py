@@ -5,7 +5,10 @@ fresh process, run twice by the test with one manifest and one persistent cache.
 
 Prints one JSON line: per mode, the result compared with the reference jit's, tinax's
 counts and JAX's (from its events, in every thread), the traces JAX made in the calling
-thread during the first call, and whether every message was true.
+thread during the first call, and whether every message was true. A mode with shape
+buckets (`matrix_cases.BUCKETED`) calls ``precompile_buckets`` and then one call per
+bucket; its line also says what ``precompile_buckets`` returned, and the traces and
+compiles JAX made in the calls.
 """
 
 import json
@@ -41,14 +44,42 @@ def main(folder):
     logging.getLogger("tinax").setLevel(logging.DEBUG)
     expected = {name: mode.expected(cases.SMALL) for name, mode in cases.MODES.items()}
     arguments = {name: mode.arguments(cases.SMALL) for name, mode in cases.MODES.items()}
+    sizes = cases.BUCKET_SIZES
+    bucket_calls = {
+        name: [(mode.arguments(size), mode.expected(size)) for size in sizes]
+        for name, mode in cases.BUCKETED.items()
+    }
     tinax.warm_start(f"{folder}/signatures.json")
     with ExitStack() as stack:
         counts = {
             name: stack.enter_context(cases.jax_counts(mode.jax_name))
-            for name, mode in cases.MODES.items()
+            for name, mode in {**cases.MODES, **cases.BUCKETED}.items()
         }
         objects = {name: mode.build(1) for name, mode in cases.MODES.items()}
+        objects.update({name: mode.build(len(sizes)) for name, mode in cases.BUCKETED.items()})
         out = {}
+        for name, mode in cases.BUCKETED.items():
+            example, _ = bucket_calls[name][0]
+            made = counts[name].traces, counts[name].compiles
+            new = objects[name].precompile_buckets(*example[0], **example[1])
+            out[name] = {"precompile_buckets": new}
+            before = counts[name].traces_here, counts[name].traces, counts[name].compiles
+            try:
+                for call, want in bucket_calls[name]:
+                    cases.assert_same(mode.call(objects[name], call), want)
+                same = True
+            except AssertionError as error:
+                same = repr(error)
+            after = counts[name].traces_here, counts[name].traces, counts[name].compiles
+            out[name].update(
+                {
+                    "same result": same,
+                    "made by precompile_buckets": [before[1] - made[0], before[2] - made[1]],
+                    "made in the calls": [
+                        now - then for now, then in zip(after, before, strict=True)
+                    ],
+                }
+            )
         for name, mode in cases.MODES.items():
             before = counts[name].traces_here
             result = mode.call(objects[name], arguments[name])

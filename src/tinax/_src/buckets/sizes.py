@@ -3,8 +3,15 @@ and padding an array to the smallest size that holds it (`pad_to_bucket`)."""
 
 from __future__ import annotations
 
+import bisect
 import operator
-from typing import Any, cast
+import warnings
+from collections.abc import Sequence
+from typing import Any, cast, overload
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 from tinax._src.core import validation
 
@@ -26,7 +33,8 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
         raise ValueError(validation.message(api, parameter, expected, value))
     sizes: list[int] = []
     for index, entry in enumerate(entries):
-        size = None if type(entry) is bool else _index(entry)
+        # type(), not isinstance: an entry whose __class__ raises is refused, not raised from
+        size = None if issubclass(type(entry), bool) else _index(entry)
         if size is None:
             raise TypeError(validation.message(api, f"{parameter}[{index}]", "an int", entry))
         if size < 1:
@@ -47,3 +55,217 @@ def _index(value: object) -> int | None:
         return int(operator.index(cast("Any", value)))
     except Exception:
         return None
+
+
+def bucket_sizes(floor: int, ceiling: int, *, gap: int | None = None) -> tuple[int, ...]:
+    """The usual bucket sizes of an axis: doubling from ``floor``, then steps of ``gap``.
+
+    Every new length of a padded axis is a new trace and a new compile; a few
+    sizes that every length is padded up to bound both, at the cost of the
+    padding. Doubling keeps the padding under half of each input; past ``gap``,
+    steps of ``gap`` keep it under ``gap`` where doubling would waste too much
+    (as vLLM and tpu-inference pad their token counts: 16, 32, ... up to 512,
+    then every 512). Pass the result as the sizes of an axis in ``buckets=``, or
+    to `pad_to_bucket`.
+
+    Args:
+        floor: The first size (at least 1). With ``floor=1`` the sizes below
+            ``gap`` are the powers of two.
+        ceiling: The last size, always in the result (at least ``floor``): the
+            largest input the buckets hold.
+        gap: Once a size reaches ``gap`` (is at least ``gap``), the next sizes
+            are ``gap`` apart instead of doubling. `None` (the default): they
+            double up to ``ceiling``.
+
+    Returns:
+        The sizes, increasing: every size of the sequence below ``ceiling``,
+            then ``ceiling``.
+
+    Raises:
+        TypeError: If ``floor``, ``ceiling`` or ``gap`` (when given) is not an
+            int (a bool is not accepted).
+        ValueError: If ``floor`` or ``gap`` is less than 1, or ``ceiling`` is
+            less than ``floor``.
+
+    Examples:
+        >>> from tinax.jit import bucket_sizes
+        >>> bucket_sizes(16, 2048, gap=512)
+        (16, 32, 64, 128, 256, 512, 1024, 1536, 2048)
+        >>> bucket_sizes(1, 100)
+        (1, 2, 4, 8, 16, 32, 64, 100)
+        >>> bucket_sizes(8, 8)
+        (8,)
+    """
+    api = "bucket_sizes"
+    first = validation.check_int(api, "floor", "an int", floor)
+    last = validation.check_int(api, "ceiling", "an int", ceiling)
+    step = None if gap is None else validation.check_int(api, "gap", "None or an int", gap)
+    if first < 1:
+        raise ValueError(validation.message(api, "floor", "at least 1", floor))
+    if last < first:
+        raise ValueError(validation.message(api, "ceiling", f"at least floor ({first})", ceiling))
+    if step is not None and step < 1:
+        raise ValueError(validation.message(api, "gap", "None or at least 1", gap))
+    sizes: list[int] = []
+    size = first
+    while size < last:
+        sizes.append(size)
+        size = size + step if step is not None and size >= step else size * 2
+    return (*sizes, last)
+
+
+@overload
+def pad_to_bucket(
+    x: jax.Array, sizes: Sequence[int], *, axis: int = 0, fill: jax.typing.ArrayLike = 0
+) -> tuple[jax.Array, int]: ...
+
+
+@overload
+def pad_to_bucket(
+    x: np.ndarray[Any, Any] | Sequence[Any],
+    sizes: Sequence[int],
+    *,
+    axis: int = 0,
+    fill: jax.typing.ArrayLike = 0,
+) -> tuple[np.ndarray[Any, Any], int]: ...
+
+
+def pad_to_bucket(
+    x: jax.Array | np.ndarray[Any, Any] | Sequence[Any],
+    sizes: Sequence[int],
+    *,
+    axis: int = 0,
+    fill: jax.typing.ArrayLike = 0,
+) -> tuple[jax.Array | np.ndarray[Any, Any], int]:
+    """``x`` padded along ``axis`` to the smallest bucket that holds it, and its true size.
+
+    A function whose inputs take any length traces and compiles once per
+    length; padded to a few sizes, it compiles once per size. Serving code pads
+    on the host, before the transfer: a NumPy array is padded with NumPy (no
+    device operation) and a JAX array with `jax.numpy.pad` (so this works inside
+    a traced function too). The true size comes back with the padded array, to
+    mask the padding or to cut the result back: inside the function,
+    ``jnp.arange(padded.shape[axis]) < length`` is `True` on the real entries.
+
+    Args:
+        x: The array: a NumPy array, a JAX array, or anything `numpy.asarray`
+            makes an array of numbers or booleans (a nested list).
+        sizes: The bucket sizes of the axis, increasing (as `bucket_sizes`
+            returns).
+        axis: The axis padded; a negative one counts from the end, as in NumPy.
+            The default: the first.
+        fill: The value of the padding entries: a scalar that ``x``'s dtype
+            holds exactly (an int within range for an integer array, a float
+            for a float array). The default: 0.
+
+    Returns:
+        padded: ``x`` padded to the bucket, of ``x``'s dtype: a NumPy array
+            for a NumPy array or a nested list, a JAX array for a JAX array;
+            equal to ``x`` on the first ``length`` entries of ``axis`` and to
+            ``fill`` after them. ``x`` itself (no copy) when ``length`` is a
+            bucket size.
+        length: The size of ``x`` on ``axis``, an int.
+
+    Raises:
+        TypeError: If ``sizes`` is not a sequence of ints, ``axis`` is not an
+            int, ``x`` is not an array of numbers or booleans, or ``fill`` is
+            not a number.
+        ValueError: If ``sizes`` is empty or not positive and increasing,
+            ``axis`` is not an axis of ``x``, ``x`` is larger on ``axis`` than
+            the largest bucket (it is never cut), or ``fill`` is a number that
+            ``x``'s dtype does not hold (``-1`` for ``uint8``, ``0.5`` for an
+            int).
+
+    Examples:
+        >>> import numpy as np
+        >>> from tinax.jit import pad_to_bucket
+        >>> tokens, length = pad_to_bucket(np.array([5, 6, 7]), (4, 8, 16))
+        >>> tokens, length
+        (array([5, 6, 7, 0]), 3)
+        >>> (np.arange(tokens.shape[0]) < length).tolist()  # the mask of real entries
+        [True, True, True, False]
+        >>> pad_to_bucket(np.ones((2, 5), np.float32), (8,), axis=-1, fill=-1.0)[0]
+        array([[ 1.,  1.,  1.,  1.,  1., -1., -1., -1.],
+               [ 1.,  1.,  1.,  1.,  1., -1., -1., -1.]], dtype=float32)
+    """
+    api = "pad_to_bucket"
+    buckets = check_sizes(api, "sizes", sizes)
+    array = _array(api, x)
+    shape: tuple[int, ...] = tuple(array.shape)
+    given, rank = validation.check_int(api, "axis", "an int", axis), len(shape)
+    if not -rank <= given < rank:
+        expected = f"from {-rank} to {rank - 1}, an axis of x (shape {shape})"
+        if not rank:
+            expected = "an axis of x, which has none (shape ())"
+        raise ValueError(validation.message(api, "axis", expected, axis))
+    dimension = given % rank
+    length = int(shape[dimension])
+    value = _fill(api, fill, array.dtype)
+    index = bisect.bisect_left(buckets, length)
+    if index == len(buckets):
+        raise ValueError(
+            f"{api}: x has size {length} on axis {given} (shape {shape}), and no bucket in sizes "
+            f"holds it: the largest is {buckets[-1]}; split the input, or add a larger bucket."
+        )
+    if buckets[index] == length:
+        return array, length
+    widths = [(0, 0)] * rank
+    widths[dimension] = (0, buckets[index] - length)
+    if isinstance(array, jax.Array):
+        padded = jnp.pad(array, widths, constant_values=value)  # pyright: ignore[reportUnknownMemberType]
+        return padded, length
+    return np.pad(array, widths, constant_values=value), length
+
+
+def _array(api: str, x: object) -> jax.Array | np.ndarray[Any, Any]:
+    """``x`` as it is (a JAX or NumPy array) or made a NumPy array; an array of numbers or
+    booleans, or a TypeError naming ``x``."""
+    expected = "an array of numbers or booleans (a NumPy or JAX array, or a nested list)"
+    array: jax.Array | np.ndarray[Any, Any] | None
+    try:  # isinstance, for a tracer is a jax.Array; a hostile __class__ or aval may raise
+        given = isinstance(x, jax.Array | np.ndarray)
+        array = cast("jax.Array | np.ndarray[Any, Any]", x) if given else np.asarray(x)
+    except Exception:  # a ragged list, a sequence that raises
+        array = None
+    if array is None or not _numeric(array.dtype):
+        raise TypeError(validation.message(api, "x", expected, x))
+    return array
+
+
+def _numeric(dtype: Any) -> bool:
+    """Whether ``dtype`` is a bool, an int, a float or a complex (ml_dtypes' too), not a
+    str, an object or a PRNG key."""
+    try:
+        return bool(jnp.issubdtype(dtype, np.bool_) or jnp.issubdtype(dtype, np.number))
+    except Exception:
+        return False
+
+
+def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
+    """``fill`` as a 0-d array of ``dtype``: a number that the dtype holds, exactly for a
+    bool or an int, finite where ``fill`` is for a float; otherwise the error naming it."""
+    try:
+        value = np.asarray(fill)
+    except Exception:
+        value = None
+    if value is None or value.ndim != 0 or not _numeric(value.dtype):
+        raise TypeError(validation.message(api, "fill", f"a number (x's dtype is {dtype})", fill))
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # overflow, and a complex's imaginary part dropped
+        try:
+            held_value = value.astype(dtype)
+            back = held_value.astype(value.dtype)
+        except Exception:
+            held_value = back = None
+        if held_value is None or back is None:
+            held = False
+        elif jnp.issubdtype(dtype, np.inexact):  # any number, but no overflow or lost part
+            lost = not jnp.issubdtype(dtype, np.complexfloating) and bool(np.imag(value) != 0)
+            overflowed = bool(np.isfinite(value)) and not bool(np.isfinite(held_value))
+            held = not lost and not overflowed
+        else:  # a bool or an int: exactly
+            held = bool(back == value)
+    if held_value is None or not held:
+        expected = f"a value that x's dtype {dtype} holds"
+        raise ValueError(validation.message(api, "fill", expected, fill))
+    return held_value
