@@ -7,6 +7,7 @@ The site is built once per test session, into a temporary directory.
 """
 
 import ast
+import importlib
 import pathlib
 import re
 import time
@@ -431,3 +432,29 @@ def test_the_benchmarks_page_names_every_row_of_run_py_and_no_other():
         for key in re.findall(r"`([^`]+)`", _outside_parentheses(line.split("|")[2]))
     ]
     assert sorted(named) == sorted(_run_rows())
+
+
+def test_the_benchmarks_serving_section_quotes_the_rows_the_family_makes(monkeypatch):
+    """The tables of "Serving loop" name the serving family's rows of a full run, each
+    with its contenders in the family's order."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    plot = importlib.import_module("plot")
+    serving = importlib.import_module("families.serving")
+    sizes = tinax.jit.bucket_sizes(serving.FLOOR, serving.CEILING, gap=serving.GAP)
+    expected = serving.row_names(serving.REQUESTS, serving.BLOCK, len(sizes))
+    quoted = {}
+    for table in plot.tables(BENCHMARKS_PAGE.read_text(), ("Serving loop",)):
+        for row, contender, *_ in table:
+            quoted.setdefault(row, []).append(contender)
+    assert quoted == {row: list(contenders) for row, contenders in expected.items()}
+
+
+def test_the_benchmarks_picture_reads_a_table_of_each_of_its_sections(monkeypatch):
+    """`benchmarks/plot.py` draws docs/img/benchmarks.png from the page's tables: each of
+    its sections holds one, and every row there has its baseline (a contender at 1.000)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    plot = importlib.import_module("plot")
+    for section in plot.SECTIONS:
+        tables = plot.tables(BENCHMARKS_PAGE.read_text(), (section,))
+        assert tables, f"no results table under the heading {section!r}"
+        assert all(plot.bars(table) for table in tables)  # bars() raises on a missing baseline
