@@ -152,11 +152,11 @@ def report(row: Row) -> list[str]:
     return lines
 
 
+TABLE_HEADER = "| row | contender | median | ratio (median) | min | max | target |"
+
+
 def markdown_table(rows: list[Row]) -> str:
-    lines = [
-        "| row | contender | median | ratio (median) | min | max | target |",
-        "| --- | --- | ---: | ---: | ---: | ---: | --- |",
-    ]
+    lines = [TABLE_HEADER, "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
     for row in rows:
         for name in row.contenders:
             shown, median, low, high, verdict = summary(row, name)
@@ -168,38 +168,80 @@ def markdown_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Bar:
+    """One bar of the chart: a contender's ratio to its row's baseline."""
+
+    row: str
+    contender: str
+    baseline: str
+    median: float
+    low: float  # the least per-round ratio
+    high: float  # the greatest
+
+
 def chart(rows: list[Row], path: pathlib.Path) -> None:
-    """A bar per contender (ratio to the row's baseline), whiskers from min to max."""
+    """The chart of ``rows`` (see `draw`)."""
+    bars: list[Bar] = []
+    for row in rows:
+        for name in row.contenders:
+            if name != row.baseline:
+                ratios = row.ratios(name)
+                median = statistics.median(ratios)
+                bars.append(Bar(row.name, name, row.baseline, median, min(ratios), max(ratios)))
+    draw(bars, path)
+
+
+LABEL_WIDTH = 64  # characters per line of a bar's label; longer row names wrap
+
+
+def draw(bars: list[Bar], path: pathlib.Path) -> None:
+    """A bar per contender (ratio to the row's baseline, log scale), whiskers from min to
+    max, its median written beside it; tinax blue, other contenders grey, the rows'
+    groups on alternating backgrounds. Labels wrap, and the figure grows to hold them."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels: list[str] = []
-    medians: list[float] = []
-    spans: list[tuple[float, float]] = []
-    colors: list[str] = []
-    for row in rows:
-        for name in row.contenders:
-            if name == row.baseline:
-                continue
-            ratios = row.ratios(name)
-            median = statistics.median(ratios)
-            labels.append(f"{row.name}\n{name} vs {row.baseline}")
-            medians.append(median)
-            spans.append((median - min(ratios), max(ratios) - median))
-            colors.append("tab:blue" if name == "tinax" else "tab:gray")
-    height = 0.45 * len(labels) + 1.5
-    figure, axes = plt.subplots(figsize=(10, height))
-    positions = list(range(len(labels)))[::-1]
-    error = [[low for low, _ in spans], [high for _, high in spans]]
-    axes.barh(positions, medians, xerr=error, color=colors, capsize=3)
-    axes.axvline(1.0, color="black", linewidth=0.8)
+    labels = [
+        textwrap.fill(bar.row, LABEL_WIDTH) + f"\n{bar.contender} vs {bar.baseline}" for bar in bars
+    ]
+    pitch = 0.14 * max(label.count("\n") + 1 for label in labels) + 0.12  # inches per bar
+    figure, axes = plt.subplots(figsize=(12, pitch * len(bars) + 1.2))
+    positions = list(range(len(bars)))[::-1]
+    medians = [bar.median for bar in bars]
+    error = [[b.median - b.low for b in bars], [b.high - b.median for b in bars]]
+    colors = ["tab:blue" if bar.contender == "tinax" else "tab:gray" for bar in bars]
+    group, previous = 0, None
+    for position, bar in zip(positions, bars, strict=True):
+        group += bar.row != previous
+        previous = bar.row
+        if group % 2 == 0:
+            axes.axhspan(position - 0.5, position + 0.5, color="0.93", zorder=0)
+    axes.barh(positions, medians, xerr=error, color=colors, capsize=3, zorder=2)
+    for position, bar in zip(positions, bars, strict=True):
+        axes.annotate(
+            f"{bar.median:.2f}",
+            (max(bar.high, bar.median), position),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=6,
+        )
+    axes.axvline(1.0, color="black", linewidth=0.8, zorder=3)
     axes.set_yticks(positions, labels, fontsize=7)
+    axes.set_ylim(-0.5, len(bars) - 0.5)
     axes.set_xscale("log")
+    reach = min(bar.low for bar in bars), max(bar.high for bar in bars)
+    steps = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+    ticks = [t for t in steps if reach[0] < t * 2 and t / 2 < reach[1]]
+    axes.set_xticks(ticks, [f"{t:g}" for t in ticks])
     axes.set_xlabel("time (memory) relative to the row's baseline; median, whiskers min to max")
     axes.set_title("tinax benchmarks (blue: tinax; grey: other contenders)")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")  # every label whole, however long
     plt.close(figure)

@@ -3,8 +3,8 @@
 Run from the repository root:  python benchmarks/run.py [--quick] [ROW ...]
 
 The rows live in families (`families/`: dispatch, wrap, models, meshes, plugin,
-warm start), on the shared harness (`harness.py`); this file runs them and writes
-the table and the chart.
+warm start, serving), on the shared harness (`harness.py`); this file runs them and
+writes the table and the chart (`plot.py` draws the chart again from a table).
 
 Every row runs its contenders in one process, interleaved in alternating
 rounds (so a noisy neighbour slows both alike), and reports per contender the
@@ -36,6 +36,7 @@ from families.dispatch import (
 from families.meshes import _mesh_call_row, batched_mesh_row
 from families.models import equinox_row, nnx_row, nnx_step_rows, static_nonarrays_row
 from families.plugin import pytest_plugin_row
+from families.serving import serving_rows
 from families.warm_start import startup_rows, transformer_rows
 from families.wrap import (
     first_call_row,
@@ -73,6 +74,7 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "nnx-steps": nnx_step_rows,
     "warm-start": startup_rows,
     "warm-start-transformer": transformer_rows,
+    "serving": serving_rows,
 }
 
 

@@ -6,6 +6,8 @@ for each of them in the page that `mkdocs build` generates from our docstrings.
 The site is built once per test session, into a temporary directory.
 """
 
+import ast
+import importlib
 import pathlib
 import re
 import time
@@ -395,3 +397,65 @@ def test_home_page_example_runs_and_prints_what_the_page_shows(capsys):
     exec(compile(example, "example.py", "exec"), {"__name__": "example"})
     printed = capsys.readouterr().out
     assert shown in printed
+
+
+# --- the benchmarks page ---------------------------------------------------------------------
+
+BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"
+
+
+def _run_rows():
+    """The row keys `benchmarks/run.py` runs (its ``ROWS``), read from its source."""
+    for node in ast.parse((ROOT / "benchmarks" / "run.py").read_text()).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "ROWS":
+            return {key.value for key in node.value.keys}
+    raise AssertionError("benchmarks/run.py has no ROWS")
+
+
+def _outside_parentheses(text):
+    depth, kept = 0, []
+    for char in text:
+        depth += char == "("
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ")" and depth > 0
+    return "".join(kept)
+
+
+def test_the_benchmarks_page_names_every_row_of_run_py_and_no_other():
+    """The page's table of families lists each row key once (its descriptions, in
+    parentheses, aside), and those are the keys `benchmarks/run.py` runs."""
+    page = BENCHMARKS_PAGE.read_text()
+    table = page[page.index("| Family | Rows |") :].split("\n\n")[0].splitlines()[2:]
+    named = [
+        key
+        for line in table
+        for key in re.findall(r"`([^`]+)`", _outside_parentheses(line.split("|")[2]))
+    ]
+    assert sorted(named) == sorted(_run_rows())
+
+
+def test_the_benchmarks_serving_section_quotes_the_rows_the_family_makes(monkeypatch):
+    """The tables of "Serving loop" name the serving family's rows of a full run, each
+    with its contenders in the family's order."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    plot = importlib.import_module("plot")
+    serving = importlib.import_module("families.serving")
+    sizes = tinax.jit.bucket_sizes(serving.FLOOR, serving.CEILING, gap=serving.GAP)
+    expected = serving.row_names(serving.REQUESTS, serving.BLOCK, len(sizes))
+    quoted = {}
+    for table in plot.tables(BENCHMARKS_PAGE.read_text(), ("Serving loop",)):
+        for row, contender, *_ in table:
+            quoted.setdefault(row, []).append(contender)
+    assert quoted == {row: list(contenders) for row, contenders in expected.items()}
+
+
+def test_the_benchmarks_picture_reads_a_table_of_each_of_its_sections(monkeypatch):
+    """`benchmarks/plot.py` draws docs/img/benchmarks.png from the page's tables: each of
+    its sections holds one, and every row there has its baseline (a contender at 1.000)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    plot = importlib.import_module("plot")
+    for section in plot.SECTIONS:
+        tables = plot.tables(BENCHMARKS_PAGE.read_text(), (section,))
+        assert tables, f"no results table under the heading {section!r}"
+        assert all(plot.bars(table) for table in tables)  # bars() raises on a missing baseline

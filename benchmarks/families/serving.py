@@ -1,0 +1,287 @@
+"""Serving: requests of long-tailed lengths through a small model step, each length padded
+to a bucket (or not), as an inference server runs them.
+
+10,000 requests (a seeded lognormal of token counts, clipped to 1..2048), each one call
+of a small step: an embedding lookup and a dense tanh layer over ``int32[1, L]`` tokens, and
+the mean of its outputs over the request's true length (a mask built from that length,
+so that padding changes nothing). Three contenders serve the same requests, interleaved
+request by request (A B C, then C B A):
+
+- ``jax.jit``, each new length compiled as it comes (no padding);
+- ``jax.jit`` with hand-written buckets: the user's own list of sizes, a pad to the
+  smallest that holds the request, a warm-up call per bucket at start-up;
+- tinax: ``bounded_jit(step, max_traces=len(sizes), buckets={"tokens": {1: sizes}})``
+  with ``sizes = bucket_sizes(16, 2048, gap=256)``, ``precompile_buckets`` at start-up
+  and ``pad_to_bucket`` per request.
+
+Each request's time is split into its pad and its call. A round of the rows is a block
+of 500 consecutive requests: a contender's time in it is the median of its requests (the
+per-request row) or their mean (the whole-loop row, where compiles count).
+
+Compiles are counted by JAX's own compile events (every XLA compile in the process,
+whatever made it, attributed to the request that was running), beside the jitted
+functions' cache sizes and tinax's ``compiles_used``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from harness import Row
+
+from tinax.jit import bounded_jit, bucket_sizes, pad_to_bucket
+
+FLOOR, CEILING, GAP = 16, 2048, 256
+# The hand-written list a serving stack keeps beside its model: the same sizes as tinax's
+# `bucket_sizes(16, 2048, gap=256)` (the row checks that they are equal).
+HAND_SIZES = (16, 32, 64, 128, 256, 512, 768, 1024, 1280, 1536, 1792, 2048)
+VOCAB, WIDTH, HIDDEN = 256, 32, 64
+REQUESTS, BLOCK, SEED = 10_000, 500, 0
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"  # JAX's, one per XLA compile
+
+HAND, TINAX, PER_LENGTH = "jax.jit, hand-written buckets", "tinax", "jax.jit, per length"
+ONE_BY_ONE, WARM_UP = "jax.jit, lower+compile one by one", "jax.jit, warm-up call per size"
+
+Params = dict[str, jax.Array]
+
+
+def row_names(requests: int, block: int, buckets: int) -> dict[str, tuple[str, ...]]:
+    """Each row's name and its contenders, baseline first: the loop's per-request row,
+    its whole-loop row, and the start-up row."""
+    return {
+        f"serving loop: per request after start-up, {requests:,} requests of 1-{CEILING}"
+        f" tokens (median per block of {block})": (HAND, TINAX),
+        f"serving loop: all {requests:,} requests, compiles included"
+        f" (mean per request, per block of {block})": (HAND, TINAX, PER_LENGTH),
+        f"serving start-up: compile all {buckets} buckets of the step": (
+            ONE_BY_ONE,
+            TINAX,
+            WARM_UP,
+        ),
+    }
+
+
+def _step() -> Callable[[Params, jax.Array, jax.Array], jax.Array]:
+    """A new serving step each time (a fresh function misses every JAX cache)."""
+
+    def serve(params: Params, tokens: jax.Array, length: jax.Array) -> jax.Array:
+        embedded = params["embed"][tokens]  # [1, L, WIDTH]
+        hidden = jnp.tanh(embedded @ params["w"] + params["b"])  # [1, L, HIDDEN]
+        mask = (jnp.arange(tokens.shape[1]) < length).astype(hidden.dtype)
+        return jnp.sum(hidden * mask[None, :, None], axis=1) / length  # the true tokens' mean
+
+    return serve
+
+
+def _params() -> Params:
+    keys = jax.random.split(jax.random.key(SEED))
+    return {
+        "embed": jax.random.normal(keys[0], (VOCAB, WIDTH)),
+        "w": jax.random.normal(keys[1], (WIDTH, HIDDEN)) / WIDTH**0.5,
+        "b": jnp.zeros(HIDDEN),
+    }
+
+
+def _requests(count: int) -> list[np.ndarray]:
+    """``count`` requests of token ids: lengths a lognormal (median 33, one in a hundred
+    over 330) clipped to 1..CEILING, as host NumPy arrays, as a server receives them."""
+    rng = np.random.default_rng(SEED)
+    lengths = np.clip(np.rint(rng.lognormal(3.5, 1.0, count)), 1, CEILING).astype(int)
+    return [rng.integers(0, VOCAB, (1, int(n)), dtype=np.int32) for n in lengths]
+
+
+def _hand_pad(tokens: np.ndarray) -> tuple[np.ndarray, int]:
+    """The user's own pad: the smallest hand-written size that holds the request."""
+    size = tokens.shape[1]
+    padded = np.zeros((1, HAND_SIZES[bisect.bisect_left(HAND_SIZES, size)]), np.int32)
+    padded[:, :size] = tokens
+    return padded, size
+
+
+class _Compiles:
+    """Counts JAX's compile events (one listener for the process; JAX has no public way
+    to remove one)."""
+
+    count = 0
+    _listening = False
+
+    @classmethod
+    def listen(cls) -> None:
+        if not cls._listening:
+            jax.monitoring.register_event_duration_secs_listener(cls._heard)
+            cls._listening = True
+
+    @classmethod
+    def _heard(cls, event: str, duration: float, **_: Any) -> None:
+        if event == COMPILE_EVENT:
+            cls.count += 1
+
+
+def _tokens_spec(size: int) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct((1, size), jnp.int32)
+
+
+_LENGTH_SPEC = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+def serving_rows(quick: bool) -> list[Row]:
+    """The serving loop (per request after start-up, and the whole loop with its compiles)
+    and the start-up (every bucket compiled, in threads or one by one)."""
+    return [*_loop_rows(quick), _startup_row(quick)]
+
+
+def _loop_rows(quick: bool) -> list[Row]:
+    sizes = bucket_sizes(FLOOR, CEILING, gap=GAP)
+    if tuple(sizes) != HAND_SIZES:
+        raise AssertionError(f"bucket_sizes gave {sizes}, the hand-written list {HAND_SIZES}")
+    requests = _requests(REQUESTS // 50 if quick else REQUESTS)  # quick: does it run
+    block = BLOCK // 50 if quick else BLOCK
+    params = _params()
+    _Compiles.listen()
+
+    # Start-up. The hand-written buckets: a warm-up call per size, as serving stacks do.
+    by_length = jax.jit(_step())
+    by_hand = jax.jit(_step())
+    start = time.perf_counter()
+    for size in HAND_SIZES:
+        by_hand(params, np.zeros((1, size), np.int32), np.int32(1)).block_until_ready()
+    hand_startup = time.perf_counter() - start
+    ours = bounded_jit(_step(), max_traces=len(sizes), buckets={"tokens": {1: sizes}})
+    start = time.perf_counter()
+    compiled = ours.precompile_buckets(params, _tokens_spec(CEILING), _LENGTH_SPEC)
+    tinax_startup = time.perf_counter() - start
+    hand_cache, ours_compiles = by_hand._cache_size(), ours.compiles_used  # pyright: ignore
+
+    def unpadded(tokens: np.ndarray) -> tuple[np.ndarray, int]:
+        return tokens, tokens.shape[1]
+
+    # Each contender: its pad (none for the first), and its call of the padded tokens.
+    serve: dict[str, tuple[Callable[[np.ndarray], tuple[np.ndarray, int]], Callable[..., Any]]]
+    serve = {
+        HAND: (_hand_pad, by_hand),
+        TINAX: (lambda tokens: pad_to_bucket(tokens, sizes, axis=1), ours),
+        PER_LENGTH: (unpadded, by_length),
+    }
+
+    times: dict[str, list[float]] = {name: [] for name in serve}
+    pads: dict[str, list[float]] = {name: [] for name in serve}
+    compiles = dict.fromkeys(serve, 0)
+    order = list(serve)
+    gc.collect()
+    gc.disable()  # as the harness does: a collection must not land in one contender's time
+    try:
+        for index, tokens in enumerate(requests):
+            for name in order if index % 2 == 0 else reversed(order):
+                pad, call = serve[name]
+                before = _Compiles.count
+                start = time.perf_counter()
+                padded, size = pad(tokens)
+                padded_at = time.perf_counter()
+                call(params, padded, np.int32(size)).block_until_ready()
+                times[name].append(time.perf_counter() - start)
+                pads[name].append(padded_at - start)
+                compiles[name] += _Compiles.count - before
+    finally:
+        gc.enable()
+    # The same answers (padding masked out), after the loop so that its compiles are all
+    # counted there: the shortest request, a middling one, the longest.
+    by_size = sorted(requests, key=lambda tokens: tokens.shape[1])
+    for tokens in (by_size[0], by_size[len(by_size) // 2], by_size[-1]):
+        answers = []
+        for pad, call in serve.values():
+            padded, size = pad(tokens)
+            answers.append(np.asarray(call(params, padded, np.int32(size))))
+        for answer in answers[:-1]:
+            np.testing.assert_allclose(answer, answers[-1], rtol=1e-5, atol=1e-6)
+
+    calls = {n: [t - p for t, p in zip(times[n], pads[n], strict=True)] for n in serve}
+    true = sum(tokens.shape[1] for tokens in requests)
+    processed = sum(HAND_SIZES[bisect.bisect_left(HAND_SIZES, t.shape[1])] for t in requests)
+    blocks = range(0, len(requests), block)
+    medians = {n: [statistics.median(t[i : i + block]) for i in blocks] for n, t in times.items()}
+    means = {n: [statistics.fmean(t[i : i + block]) for i in blocks] for n, t in times.items()}
+    counted = {
+        HAND: f"{by_hand._cache_size() - hand_cache} new executables",  # pyright: ignore
+        TINAX: f"compiles_used {ours.compiles_used - ours_compiles} more",
+        PER_LENGTH: f"{by_length._cache_size()} executables",  # pyright: ignore
+    }
+
+    def notes(row: Row) -> list[str]:
+        return [
+            f"  {len(requests):,} requests, {len(set(t.shape[1] for t in requests))} distinct"
+            f" lengths; {len(sizes)} buckets {sizes[0]}..{sizes[-1]}, gap {GAP}",
+            "  compiles after start-up (JAX's compile events): "
+            + "; ".join(f"{n} {compiles[n]} ({counted[n]})" for n in serve),
+            f"  padding: {processed - true:,} of {processed:,} tokens processed"
+            f" ({(processed - true) / processed:.1%}); unpadded {true:,}",
+            f"  start-up: hand-written warm-up calls {hand_startup:.2f} s,"
+            f" tinax precompile_buckets {tinax_startup:.2f} s ({compiled} compiled,"
+            f" compiles_used {ours_compiles})",
+            "  whole loop: "
+            + ", ".join(f"{n} {sum(times[n]):.2f} s" for n in serve)
+            + "; per request (median of all): "
+            + ", ".join(f"{n} {statistics.median(times[n]) * 1e6:.1f} us" for n in serve),
+            "  of which the pad (median): "
+            + ", ".join(f"{n} {statistics.median(pads[n]) * 1e6:.1f} us" for n in serve)
+            + "; the call (median of the rest): "
+            + ", ".join(f"{n} {statistics.median(calls[n]) * 1e6:.1f} us" for n in serve),
+        ]
+
+    (per_request, first), (whole, every), _ = row_names(len(requests), block, len(sizes)).items()
+    return [
+        _measured(per_request, {n: medians[n] for n in first}, notes),
+        _measured(whole, {n: means[n] for n in every}, None),
+    ]
+
+
+def _measured(
+    name: str, times: dict[str, list[float]], notes: Callable[[Row], list[str]] | None
+) -> Row:
+    """A row whose times the loop measured (one round per block of requests)."""
+    row = Row(name, HAND, {n: lambda: lambda: None for n in times})
+    row.times, row.rounds, row.measured, row.notes = times, len(times[TINAX]), True, notes
+    return row
+
+
+def _startup_row(quick: bool) -> Row:
+    """Every bucket compiled at start-up: tinax's ``precompile_buckets`` (threads) against
+    ``jax.jit``'s ``lower(...).compile()`` one size after the other, and against a warm-up
+    call per size. A fresh step each round (nothing cached)."""
+    sizes = bucket_sizes(FLOOR, CEILING, gap=GAP)
+    params = _params()
+
+    def one_by_one() -> Callable[[], object]:
+        jitted = jax.jit(_step())
+
+        def action() -> object:
+            for size in sizes:
+                jitted.lower(params, _tokens_spec(size), _LENGTH_SPEC).compile()
+            return None
+
+        return action
+
+    def warm_up_calls() -> Callable[[], object]:
+        jitted = jax.jit(_step())
+
+        def action() -> object:
+            for size in sizes:
+                jitted(params, np.zeros((1, size), np.int32), np.int32(1)).block_until_ready()
+            return None
+
+        return action
+
+    def precompiled() -> Callable[[], object]:
+        step = bounded_jit(_step(), max_traces=len(sizes), buckets={"tokens": {1: sizes}})
+        return lambda: step.precompile_buckets(params, _tokens_spec(CEILING), _LENGTH_SPEC)
+
+    name, contenders = list(row_names(0, 0, len(sizes)).items())[2]  # the start-up row
+    made = {ONE_BY_ONE: one_by_one, TINAX: precompiled, WARM_UP: warm_up_calls}
+    return Row(name, ONE_BY_ONE, {n: made[n] for n in contenders}, rounds=5, repeat=1)
