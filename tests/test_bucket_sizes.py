@@ -402,6 +402,37 @@ class TestPadToBucket:
 # --- pad_to_bucket: refusals ---------------------------------------------------------------
 
 
+class TestPadToBucketChecksOnce:
+    """A serving loop pads with one tuple of sizes and one fill on every request: checked
+    once, and told apart from what merely compares equal to them."""
+
+    def test_a_fill_is_told_apart_by_its_bits_and_its_type(self):
+        x = np.ones(1, np.float32)
+        assert not np.signbit(pad_to_bucket(x, (2,), fill=0.0)[0][1])
+        assert np.signbit(pad_to_bucket(x, (2,), fill=-0.0)[0][1])  # -0.0 == 0.0
+        flags = np.zeros(1, np.int8)
+        assert pad_to_bucket(flags, (2,), fill=True)[0].tolist() == [0, 1]
+        assert pad_to_bucket(flags, (2,), fill=1)[0].tolist() == [0, 1]
+        error = raised_by(pad_to_bucket, flags, (2,), fill=1.5)  # checked for its dtype
+        assert type(error) is ValueError and "fill" in str(error)
+
+    def test_sizes_refused_once_are_refused_again_and_a_list_is_checked_each_time(self):
+        for _ in range(2):
+            error = raised_by(pad_to_bucket, np.ones(3), (4, 2))
+            assert type(error) is ValueError and "increasing" in str(error)
+        sizes = [2, 4]
+        assert pad_to_bucket(np.ones(3), sizes)[0].shape == (4,)
+        sizes.reverse()  # a list may change between calls: not remembered
+        assert type(raised_by(pad_to_bucket, np.ones(3), sizes)) is ValueError
+
+    def test_a_host_array_is_padded_with_zeros_after_its_values(self):
+        x = np.arange(6, dtype=np.int32).reshape(2, 3)
+        padded, length = pad_to_bucket(x, (2, 4), axis=1)
+        assert length == 3
+        assert padded.tolist() == [[0, 1, 2, 0], [3, 4, 5, 0]]
+        assert padded.dtype == np.int32 and type(padded) is np.ndarray
+
+
 class TestPadToBucketRefusals:
     def test_array_larger_than_the_largest_bucket_is_a_value_error_never_cut(self):
         error = raised_by(pad_to_bucket, np.zeros((2, 600)), bucket_sizes(16, 512), axis=-1)
