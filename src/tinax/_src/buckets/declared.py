@@ -14,7 +14,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import math
-import types
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeAlias, cast
 
@@ -26,6 +25,28 @@ from tinax._src.diagnosis.record import Leaf, TracedSignature
 
 ShapeBuckets: TypeAlias = Mapping[str, Mapping[int, Sequence[int]]]
 """The ``buckets`` option's type: argument name or path -> axis -> sizes."""
+
+
+class ReadOnly(Mapping[Any, Any]):
+    """A mapping no one can change, shown as the dict it holds (the option as an object
+    shows it: ``{'batch': {1: (16, 32, 64)}}``)."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[Any, Any]) -> None:
+        self._data = dict(data)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return repr(self._data)
 
 
 class Bucket(NamedTuple):
@@ -92,7 +113,7 @@ def check(
             entries.append(Bucket(path, _root(path), index, per_axis[index]))
         if not per_axis:
             raise ValueError(validation.message(api, where, expected, axes))
-        shown[path] = types.MappingProxyType(per_axis)
+        shown[path] = ReadOnly(per_axis)
     _check_disjoint(api, list(shown))
     if not entries:
         return None
@@ -103,7 +124,7 @@ def check(
             f"{api}: max_traces must be at least the number of combinations of buckets, "
             f"{combinations} ({product}), since each may trace; got {max_traces}."
         )
-    return Buckets(tuple(entries), combinations, types.MappingProxyType(shown))
+    return Buckets(tuple(entries), combinations, ReadOnly(shown))
 
 
 def _items(api: str, parameter: str, expected: str, value: object) -> list[tuple[Any, Any]]:

@@ -188,21 +188,43 @@ def pad_to_bucket(
         array([[ 1.,  1.,  1.,  1.,  1., -1., -1., -1.],
                [ 1.,  1.,  1.,  1.,  1., -1., -1., -1.]], dtype=float32)
     """
+    # A serving loop's call, on every request: a host array, a tuple of sizes checked
+    # before, an int axis, the default fill. Its checks are the general path's, inlined.
+    try:  # a tuple of something unhashable: checked (and refused) below
+        known_sizes = _checked.get(sizes) if type(sizes) is _TUPLE else None
+    except Exception:
+        known_sizes = None
+    if (
+        known_sizes is not None
+        and type(x) is np.ndarray
+        and type(axis) is int
+        and type(fill) is int
+        and fill == 0  # the default (not False, 0.0 or -0.0)
+        and x.dtype.kind in _NUMERIC_KINDS
+        and -x.ndim <= axis < x.ndim
+    ):
+        dimension = axis % x.ndim
+        length = x.shape[dimension]
+        index = bisect.bisect_left(known_sizes, length)
+        if index < len(known_sizes):
+            if known_sizes[index] == length:
+                return x, length
+            return _on_host(x, dimension, known_sizes[index], None), length
+    return _pad(sizes, x, axis, fill)
+
+
+def _pad(sizes: Sequence[int], x: Any, axis: int, fill: Any) -> tuple[Any, int]:
+    """`pad_to_bucket`, every argument checked (and what a serving loop passes again
+    remembered: a tuple of sizes, a Python number's fill for a dtype)."""
     api = "pad_to_bucket"
-    # A tuple of sizes checked once (a serving loop pads with one list on every request).
     listed = cast("tuple[int, ...]", sizes) if type(sizes) is tuple else None
-    buckets = None if listed is None else _checked.get(listed)
-    if buckets is None:
-        buckets = check_sizes(api, "sizes", cast("object", sizes))
-        if listed is not None and len(_checked) < _CHECKED_LIMIT:
-            _checked[listed] = buckets
-    if type(x) is np.ndarray and x.dtype.kind in _NUMERIC_KINDS:  # the host's usual array
-        array: jax.Array | np.ndarray[Any, Any] = x
-    else:
-        array = _array(api, x)
+    buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for what is no list
+    if listed is not None and len(_checked) < _CHECKED_LIMIT:
+        _checked[listed] = buckets  # checked: a tuple of ints, hashable
+    array = _array(api, x)
     shape: tuple[int, ...] = array.shape
     rank = len(shape)
-    given = axis if type(axis) is int else validation.check_int(api, "axis", "an int", axis)
+    given = validation.check_int(api, "axis", "an int", axis)
     if not -rank <= given < rank:
         expected = f"from {-rank} to {rank - 1}, an axis of x (shape {shape})"
         if not rank:
@@ -212,8 +234,8 @@ def pad_to_bucket(
     length = int(shape[dimension])
     dtype = array.dtype
     # a float by its bits: -0.0 == 0.0, and both would find one entry
-    kind, number = type(fill), cast("Any", fill)
-    known = (kind, number.hex() if kind is float else number, dtype) if kind in _CACHED else None
+    kind = cast("type[Any]", type(fill))
+    known = (kind, fill.hex() if kind is float else fill, dtype) if kind in _CACHED else None
     value = _fills.get(known) if known is not None else None
     if value is None:
         value = _fill(api, fill, dtype)
@@ -232,12 +254,23 @@ def pad_to_bucket(
         widths[dimension] = (0, buckets[index] - length)
         padded = jnp.pad(array, widths, constant_values=value)  # pyright: ignore[reportUnknownMemberType]
         return padded, length
-    # On the host: the fill, then x copied in (np.pad costs ~25 us more, per request).
-    padded_shape = (*shape[:dimension], buckets[index], *shape[dimension + 1 :])
-    zeros = kind is int and not fill  # the default: np.zeros is the quickest fill
-    out = np.zeros(padded_shape, dtype) if zeros else np.full(padded_shape, value, dtype)
-    out[(slice(None),) * dimension + (slice(0, length),)] = array
-    return out, length
+    return _on_host(array, dimension, buckets[index], value), length
+
+
+def _on_host(
+    array: np.ndarray[Any, Any], dimension: int, size: int, value: np.ndarray[Any, Any] | None
+) -> np.ndarray[Any, Any]:
+    """``array`` padded to ``size`` on ``dimension`` with ``value`` (``None``: zeros, the
+    quickest fill): the
+    fill, then the array copied in (np.pad costs ~25 us more, on every request)."""
+    shape = array.shape
+    padded_shape = (*shape[:dimension], size, *shape[dimension + 1 :])
+    if value is None:
+        out = np.zeros(padded_shape, array.dtype)
+    else:
+        out = np.full(padded_shape, value, array.dtype)
+    out[(slice(None),) * dimension + (slice(0, shape[dimension]),)] = array
+    return out
 
 
 # What a serving loop passes on every request, checked once: tuples of sizes, and a fill
@@ -245,7 +278,8 @@ def pad_to_bucket(
 # call checks them each call instead of growing these.
 _CHECKED_LIMIT = 256
 _CACHED = (int, float, bool)
-_checked: dict[tuple[Any, ...], tuple[int, ...]] = {}
+_TUPLE: type = tuple  # compared by identity, as type(sizes) is
+_checked: dict[Any, tuple[int, ...]] = {}
 _fills: dict[tuple[type, object, Any], np.ndarray[Any, Any]] = {}
 
 
