@@ -190,10 +190,8 @@ def pad_to_bucket(
     """
     # A serving loop's call, on every request: a host array, a tuple of sizes checked
     # before, an int axis, the default fill. Its checks are the general path's, inlined.
-    try:  # a tuple of something unhashable: checked (and refused) below
-        known_sizes = _checked.get(sizes) if type(sizes) is _TUPLE else None
-    except Exception:
-        known_sizes = None
+    seen = _by_id.get(id(sizes))  # this very tuple, checked before: no hash of it
+    known_sizes = seen[1] if seen is not None and seen[0] is sizes else None
     if (
         known_sizes is not None
         and type(x) is np.ndarray
@@ -201,15 +199,20 @@ def pad_to_bucket(
         and type(fill) is int
         and fill == 0  # the default (not False, 0.0 or -0.0)
         and x.dtype.kind in _NUMERIC_KINDS
-        and -x.ndim <= axis < x.ndim
     ):
-        dimension = axis % x.ndim
-        length = x.shape[dimension]
-        index = bisect.bisect_left(known_sizes, length)
-        if index < len(known_sizes):
-            if known_sizes[index] == length:
-                return x, length
-            return _on_host(x, dimension, known_sizes[index], None), length
+        shape = x.shape
+        rank = len(shape)
+        if -rank <= axis < rank:
+            dimension = axis % rank
+            length = shape[dimension]
+            index = bisect.bisect_left(known_sizes, length)
+            if index < len(known_sizes):
+                size = known_sizes[index]
+                if size == length:
+                    return x, length
+                out = np.zeros((*shape[:dimension], size, *shape[dimension + 1 :]), x.dtype)
+                out[(*_EVERY[:dimension], slice(0, length))] = x
+                return out, length
     return _pad(sizes, x, axis, fill)
 
 
@@ -217,10 +220,10 @@ def _pad(sizes: Sequence[int], x: Any, axis: int, fill: Any) -> tuple[Any, int]:
     """`pad_to_bucket`, every argument checked (and what a serving loop passes again
     remembered: a tuple of sizes, a Python number's fill for a dtype)."""
     api = "pad_to_bucket"
-    listed = cast("tuple[int, ...]", sizes) if type(sizes) is tuple else None
     buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for what is no list
-    if listed is not None and len(_checked) < _CHECKED_LIMIT:
-        _checked[listed] = buckets  # checked: a tuple of ints, hashable
+    if type(sizes) is tuple and len(_by_id) < _CHECKED_LIMIT:
+        # the tuple is kept alive in the entry: its id is not reused while it is there
+        _by_id[id(cast("object", sizes))] = (sizes, buckets)
     array = _array(api, x)
     shape: tuple[int, ...] = array.shape
     rank = len(shape)
@@ -278,8 +281,8 @@ def _on_host(
 # call checks them each call instead of growing these.
 _CHECKED_LIMIT = 256
 _CACHED = (int, float, bool)
-_TUPLE: type = tuple  # compared by identity, as type(sizes) is
-_checked: dict[Any, tuple[int, ...]] = {}
+_by_id: dict[int, tuple[object, tuple[int, ...]]] = {}
+_EVERY = (slice(None),) * 64  # the index of a whole axis, before the padded one
 _fills: dict[tuple[type, object, Any], np.ndarray[Any, Any]] = {}
 
 
