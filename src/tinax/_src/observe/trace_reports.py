@@ -30,7 +30,11 @@ def refused(
     call: TracedSignature,
 ) -> TraceBudgetError:
     """The error for a trace refused by the budget, logged at ``WARNING`` first."""
-    error = report.budget_error(function, max_traces, used, attempt, history, call)
+    return _refusal(report.budget_error(function, max_traces, used, attempt, history, call))
+
+
+def _refusal(error: TraceBudgetError) -> TraceBudgetError:
+    """``error``, logged at ``WARNING`` and, under ``fail_fast``, ending the whole job."""
     if logger.isEnabledFor(logging.WARNING):
         logger.warning("%s", error)
     if job_failure.armed:  # fail_fast: a refused trace ends the whole job
@@ -73,14 +77,9 @@ def bucket_refused(
     paddable: bool,
 ) -> TraceBudgetError:
     """The error for a trace outside the shape buckets, logged at ``WARNING`` first."""
-    error = report.bucket_error(
-        function, max_traces, used, attempt, call, misses, paddable=paddable
+    return _refusal(
+        report.bucket_error(function, max_traces, used, attempt, call, misses, paddable=paddable)
     )
-    if logger.isEnabledFor(logging.WARNING):
-        logger.warning("%s", error)
-    if job_failure.armed:  # fail_fast: a refused trace ends the whole job
-        job_failure.budget_error(error)
-    return error
 
 
 def bucket_overrun(
