@@ -425,6 +425,20 @@ class TestPadToBucketChecksOnce:
         sizes.reverse()  # a list may change between calls: not remembered
         assert type(raised_by(pad_to_bucket, np.ones(3), sizes)) is ValueError
 
+    def test_a_tuple_padded_with_again_pads_as_the_first_time(self):
+        """The second call with one tuple takes the serving path: the same answers."""
+        sizes = (2, 4, 8, 16)
+        for length, axis in [(3, 1), (5, 1), (4, 1), (7, 0), (1, -1)] * 2:
+            x = np.arange(1, 2 * length + 1, dtype=np.int16).reshape(
+                (2, length) if axis != 0 else (length, 2)
+            )
+            padded, true = pad_to_bucket(x, sizes, axis=axis)
+            bucket = next(size for size in sizes if size >= length)
+            assert true == length
+            assert padded.shape[axis] == bucket and padded.dtype == np.int16
+            assert np.array_equal(np.take(padded, range(length), axis=axis), x)
+            assert not np.take(padded, range(length, bucket), axis=axis).any()
+
     def test_a_host_array_is_padded_with_zeros_after_its_values(self):
         x = np.arange(6, dtype=np.int32).reshape(2, 3)
         padded, length = pad_to_bucket(x, (2, 4), axis=1)

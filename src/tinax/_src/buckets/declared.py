@@ -278,22 +278,30 @@ def sizes_of(api: str, buckets: Buckets, call: TracedSignature) -> Iterator[tupl
             yield entry, leaf
 
 
-def misses(api: str, buckets: Buckets, call: TracedSignature) -> tuple[Miss, ...]:
-    """The declared axes of ``call`` whose size is no bucket (empty: every size is one)."""
-    found: list[Miss] = []
+def _grouped(
+    api: str, buckets: Buckets, call: TracedSignature
+) -> Iterator[tuple[Bucket, list[Leaf], set[int]]]:
+    """Each declared axis, in declaration order, with the arrays of ``call`` under its
+    path and the sizes they take on it (`sizes_of`'s errors raised)."""
     seen: dict[tuple[str, int], list[Leaf]] = {}
     for entry, leaf in sizes_of(api, buckets, call):
         seen.setdefault((entry.path, entry.axis), []).append(leaf)
     for entry in buckets.entries:
         leaves = seen.get((entry.path, entry.axis), [])
-        sizes = {cast("tuple[int, ...]", leaf.shape)[entry.axis] for leaf in leaves}
+        yield entry, leaves, {cast("tuple[int, ...]", leaf.shape)[entry.axis] for leaf in leaves}
+
+
+def misses(api: str, buckets: Buckets, call: TracedSignature) -> tuple[Miss, ...]:
+    """The declared axes of ``call`` whose size is no bucket (empty: every size is one)."""
+    found: list[Miss] = []
+    for entry, leaves, sizes in _grouped(api, buckets, call):
         if len(sizes) > 1:
             others = ", ".join(
                 f"{leaf.path} {cast('tuple[int, ...]', leaf.shape)[entry.axis]}"
                 for leaf in leaves[:4]
             )
             found.append(Miss(entry.path, entry.axis, max(sizes), entry.sizes, others))
-        elif sizes and (size := sizes.pop()) not in entry.sizes:
+        elif sizes and (size := next(iter(sizes))) not in entry.sizes:
             found.append(Miss(entry.path, entry.axis, size, entry.sizes))
     return tuple(found)
 
@@ -301,17 +309,15 @@ def misses(api: str, buckets: Buckets, call: TracedSignature) -> tuple[Miss, ...
 def combination(buckets: Buckets, call: TracedSignature) -> tuple[int, ...] | None:
     """The sizes ``call`` takes on the declared axes, in declaration order, where every
     one is a bucket; else ``None`` (a call outside the buckets, or one not recorded)."""
+    taken: list[int] = []
     try:
-        if misses("", buckets, call):
-            return None
-        taken: dict[tuple[str, int], int] = {}
-        for entry, leaf in sizes_of("", buckets, call):
-            taken[entry.path, entry.axis] = cast("tuple[int, ...]", leaf.shape)[entry.axis]
+        for entry, _, sizes in _grouped("", buckets, call):
+            if len(sizes) != 1 or (size := next(iter(sizes))) not in entry.sizes:
+                return None
+            taken.append(size)
     except ValueError:
         return None
-    if len(taken) != len(buckets.entries):
-        return None
-    return tuple(taken[entry.path, entry.axis] for entry in buckets.entries)
+    return tuple(taken)
 
 
 def combination_text(buckets: Buckets, taken: Sequence[int]) -> str:

@@ -210,20 +210,22 @@ def pad_to_bucket(
                 size = known_sizes[index]
                 if size == length:
                     return x, length
-                out = np.zeros((*shape[:dimension], size, *shape[dimension + 1 :]), x.dtype)
-                out[(*_EVERY[:dimension], slice(0, length))] = x
-                return out, length
-    return _pad(sizes, x, axis, fill)
+                return _on_host(x, dimension, size, None), length
+    return _pad(sizes, known_sizes, x, axis, fill)
 
 
-def _pad(sizes: Sequence[int], x: Any, axis: int, fill: Any) -> tuple[Any, int]:
-    """`pad_to_bucket`, every argument checked (and what a serving loop passes again
-    remembered: a tuple of sizes, a Python number's fill for a dtype)."""
+def _pad(
+    sizes: Sequence[int], known: tuple[int, ...] | None, x: Any, axis: int, fill: Any
+) -> tuple[Any, int]:
+    """`pad_to_bucket`, every argument checked but ``sizes`` where they are ``known``
+    (a tuple checked before); a tuple checked now is remembered."""
     api = "pad_to_bucket"
-    buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for what is no list
-    if type(sizes) is tuple and len(_by_id) < _CHECKED_LIMIT:
-        # the tuple is kept alive in the entry: its id is not reused while it is there
-        _by_id[id(cast("object", sizes))] = (sizes, buckets)
+    buckets = known
+    if buckets is None:
+        buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for no list
+        if type(sizes) is tuple and len(_by_id) < _CHECKED_LIMIT:
+            # the tuple is kept alive in the entry: its id is not reused while it is there
+            _by_id[id(cast("object", sizes))] = (sizes, buckets)
     array = _array(api, x)
     shape: tuple[int, ...] = array.shape
     rank = len(shape)
@@ -235,15 +237,7 @@ def _pad(sizes: Sequence[int], x: Any, axis: int, fill: Any) -> tuple[Any, int]:
         raise ValueError(validation.message(api, "axis", expected, axis))
     dimension = given % rank
     length = int(shape[dimension])
-    dtype = array.dtype
-    # a float by its bits: -0.0 == 0.0, and both would find one entry
-    kind = cast("type[Any]", type(fill))
-    known = (kind, fill.hex() if kind is float else fill, dtype) if kind in _CACHED else None
-    value = _fills.get(known) if known is not None else None
-    if value is None:
-        value = _fill(api, fill, dtype)
-        if known is not None and len(_fills) < _CHECKED_LIMIT:
-            _fills[known] = value
+    value = _fill(api, fill, array.dtype)
     index = bisect.bisect_left(buckets, length)
     if index == len(buckets):
         raise ValueError(
@@ -264,26 +258,23 @@ def _on_host(
     array: np.ndarray[Any, Any], dimension: int, size: int, value: np.ndarray[Any, Any] | None
 ) -> np.ndarray[Any, Any]:
     """``array`` padded to ``size`` on ``dimension`` with ``value`` (``None``: zeros, the
-    quickest fill): the
-    fill, then the array copied in (np.pad costs ~25 us more, on every request)."""
+    quickest fill): the fill, then the array copied in (np.pad costs ~25 us more, on
+    every request)."""
     shape = array.shape
     padded_shape = (*shape[:dimension], size, *shape[dimension + 1 :])
     if value is None:
         out = np.zeros(padded_shape, array.dtype)
     else:
         out = np.full(padded_shape, value, array.dtype)
-    out[(slice(None),) * dimension + (slice(0, shape[dimension]),)] = array
+    out[(*_EVERY[:dimension], slice(0, shape[dimension]))] = array
     return out
 
 
-# What a serving loop passes on every request, checked once: tuples of sizes, and a fill
-# (a Python number) for a dtype. Bounded, so that a program that makes new ones each
-# call checks them each call instead of growing these.
+# The tuples of sizes a serving loop passes on every request, checked once. Bounded, so
+# that a program that makes new ones each call checks them each call instead of growing it.
 _CHECKED_LIMIT = 256
-_CACHED = (int, float, bool)
 _by_id: dict[int, tuple[object, tuple[int, ...]]] = {}
 _EVERY = (slice(None),) * 64  # the index of a whole axis, before the padded one
-_fills: dict[tuple[type, object, Any], np.ndarray[Any, Any]] = {}
 
 
 def _array(api: str, x: object) -> jax.Array | np.ndarray[Any, Any]:
@@ -318,6 +309,10 @@ _NUMERIC_KINDS = frozenset("biufc")
 def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
     """``fill`` as a 0-d array of ``dtype``: a number that the dtype holds, exactly for a
     bool or an int, finite where ``fill`` is for a float; otherwise the error naming it."""
+    if type(fill) is int and isinstance(cast("object", dtype), np.dtype) and dtype.kind in "iu":
+        info = np.iinfo(dtype)  # a pad token into tokens: its range, no cast to check
+        if info.min <= fill <= info.max:
+            return np.asarray(fill, dtype)
     try:
         value = np.asarray(fill)
     except Exception:

@@ -191,12 +191,11 @@ def _check_buckets(
         used = ledger.counted
         attempt = used + ledger.in_flight + 1
     policy = resolve(handle.on_exceed) if private.chex_asserts_enabled() else None
-    lines = tuple(miss.text() for miss in misses)
-    paddable = any(miss.paddable for miss in misses)
-    reported, budget = handle.function, handle.max_traces
-    if policy == "raise":
-        raise trace_reports.bucket_refused(reported, budget, used, attempt, call, lines, paddable)
-    trace_reports.bucket_overrun(reported, budget, used, attempt, call, lines, paddable, policy)
+    error = trace_reports.outside_buckets(
+        handle.function, handle.max_traces, used, attempt, call, misses, policy
+    )
+    if error is not None:
+        raise error
     return True
 
 

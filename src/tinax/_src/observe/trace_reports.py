@@ -67,45 +67,39 @@ def overrun(
     _report_overrun(error, policy, f"is over max_traces={max_traces}")
 
 
-def bucket_refused(
+def outside_buckets(
     function: Callable[..., Any],
     max_traces: int,
     used: int,
     attempt: int,
     call: TracedSignature,
-    misses: Sequence[str],
-    paddable: bool,
-) -> TraceBudgetError:
-    """The error for a trace outside the shape buckets, logged at ``WARNING`` first."""
-    return _refusal(
-        report.bucket_error(function, max_traces, used, attempt, call, misses, paddable=paddable)
-    )
-
-
-def bucket_overrun(
-    function: Callable[..., Any],
-    max_traces: int,
-    used: int,
-    attempt: int,
-    call: TracedSignature,
-    misses: Sequence[str],
-    paddable: bool,
+    misses: Sequence[declared.Miss],
     policy: Policy | None,
-) -> None:
-    """Reports a trace outside the shape buckets that runs anyway, as `overrun` does."""
+) -> TraceBudgetError | None:
+    """A trace outside the shape buckets: under ``"raise"``, its error (logged at
+    ``WARNING`` first) to raise; else reported as `overrun` reports a trace over budget
+    that runs anyway, and ``None``."""
+    lines = tuple(miss.text() for miss in misses)
+    paddable = any(miss.paddable for miss in misses)
+    if policy == "raise":
+        error = report.bucket_error(
+            function, max_traces, used, attempt, call, lines, paddable=paddable
+        )
+        return _refusal(error)
     if policy != "warn" and not logger.isEnabledFor(logging.WARNING):
-        return
+        return None
     error = report.bucket_error(
         function,
         max_traces,
         used,
         attempt,
         call,
-        misses,
+        lines,
         paddable=paddable,
         outcome=_outcome(policy),
     )
-    _report_overrun(error, policy, "is outside its shape buckets", misses[0])
+    _report_overrun(error, policy, "is outside its shape buckets", lines[0])
+    return None
 
 
 def _report_overrun(

@@ -15,14 +15,6 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-try:
-    from hypothesis import strategies as st
-except ImportError as error:  # pragma: no cover - exercised in a subprocess
-    raise ImportError(
-        "tinax.testing needs hypothesis, an optional dependency of tinax: "
-        "pip install 'tinax[testing]'"
-    ) from error
-
 import attrs
 import jax
 from jax.sharding import Mesh
@@ -33,7 +25,9 @@ from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.jit.batched import BatchedJit
 from tinax._src.jit.bounded import BoundedJit
 from tinax._src.jit.methods import BudgetedMixin
-from tinax._src.testing.leaves import check_elements, drawn_leaf
+
+# leaves imports hypothesis first: without it, its ImportError names the extra
+from tinax._src.testing.leaves import check_elements, drawn_leaf, st
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 
