@@ -1,8 +1,8 @@
 """`jax.jit`'s options, validated once at wrap time into what reaches `jax.jit`.
 
-The page gives `bounded_jit` two of them (``static_argnames``,
-``donate_argnames``); this version takes every option `jax.jit` takes, with
-its names, defaults and meaning. Each is checked here, where `jax.jit` would
+The page's signature names two of them (``static_argnames``,
+``donate_argnames``); tinax takes every option `jax.jit` takes, with its
+names, defaults and meaning. Each is checked here, where `jax.jit` would
 accept it silently or fail on some later call, and passed on to `jax.jit` only
 when the user gave it: passing a default explicitly can change what JAX does
 (an explicit ``static_argnames=()`` stops JAX inferring names from
