@@ -479,12 +479,22 @@ def mode_branches(path: pathlib.Path) -> list[str]:
     return sorted(set(found))
 
 
-def test_no_branch_on_a_mode_in_jit():
-    jit = _ROOT / "tinax" / "_src" / "jit"
+# Where a branch on a mode is the idea itself: models/ implements the modes (and refuses
+# two together), diagnosis/ records whether a trace held non-arrays static (a fact of the
+# trace, compared as static arguments are).
+_MODES_ARE_THE_IDEA = ("models", "diagnosis")
+
+
+def test_no_branch_on_a_mode_outside_the_plan_and_the_modes_own_layers():
+    """jit/ composes the convention its plan chose; the other layers (budget/, observe/,
+    warm/...) are given what the convention decides (as `Handle.user_arguments`), never
+    the mode to branch on."""
+    base = _ROOT / "tinax" / "_src"
     found = [
-        branch
-        for path in sorted(jit.glob("*.py"))
-        if path.name not in _CHOOSES_THE_CONVENTION
+        f"{path.parent.name}/{branch}"
+        for path in sorted(base.rglob("*.py"))
+        if path.name not in _CHOOSES_THE_CONVENTION or path.parent.name != "jit"
+        if path.relative_to(base).parts[0] not in _MODES_ARE_THE_IDEA
         for branch in mode_branches(path)
     ]
     assert found == []

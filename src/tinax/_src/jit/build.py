@@ -92,6 +92,7 @@ def build(
         ledger,
         weakref.ref(owner),
         seams.SEAMS,
+        plan.convention.user_arguments,
         plan.buckets,
     )
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
