@@ -421,6 +421,20 @@ def test_no_layer_below_jit_reads_a_private_attribute_of_the_public_object():
     assert _private_sites_below_jit() == {}
 
 
+def test_the_public_objects_have_what_the_layers_below_may_read():
+    """`objects.handle.Budgeted` is what `Handle.public` gives the layers below jit/: its
+    members are public attributes of both classes (type-checked below jit/ as such)."""
+    from tinax._src.objects import handle
+    from tinax.jit import BatchedJit, BoundedJit
+
+    members = sorted(name for name in vars(handle.Budgeted) if not name.startswith("_"))
+    assert members == ["function", "max_traces", "traced_signatures", "traces_used"]
+    for kind in (BoundedJit, BatchedJit):
+        built = kind(len, max_traces=2)
+        assert built.function is len and built.max_traces == 2
+        assert (built.traces_used, built.traced_signatures) == (0, ())
+
+
 def test_a_private_read_of_the_public_object_is_found():
     names = _public_private_names()
     assert {"_ledger", "_static", "_signature", "_call", "_reused"} <= names

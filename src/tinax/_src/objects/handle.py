@@ -18,7 +18,7 @@ ledger), so that dropping the object frees it without the cycle collector.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -27,7 +27,33 @@ if TYPE_CHECKING:
     from tinax._src.buckets.declared import Buckets
     from tinax._src.core.statics import Statics
     from tinax._src.core.validation import LazySignature
+    from tinax._src.diagnosis.record import TracedSignature
     from tinax._src.objects.ledger import Ledger
+
+
+class Budgeted(Protocol):
+    """A budgeted object, as the layers below the wrappers may read it (`Handle.public`,
+    `observe.budgets`): its public attributes, never its private state."""
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The wrapped callable."""
+        ...
+
+    @property
+    def max_traces(self) -> int:
+        """The budget."""
+        ...
+
+    @property
+    def traces_used(self) -> int:
+        """How many traces it has made."""
+        ...
+
+    @property
+    def traced_signatures(self) -> Sequence[TracedSignature]:
+        """The abstract signature of each trace, oldest first."""
+        ...
 
 
 class Seams(Protocol):
@@ -119,7 +145,7 @@ class Handle:
         mesh: Mesh | None,
         on_exceed: str | None,
         ledger: Ledger,
-        public: Callable[[], Any],
+        public: Callable[[], Budgeted | None],
         seams: Seams,
         user_arguments: UserArguments,
         buckets: Buckets | None = None,
