@@ -18,14 +18,24 @@ def _module_name(path: pathlib.Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: pathlib.Path, known: set[str]) -> set[str]:
-    """The tinax modules ``path`` imports, at run time or for type checking alike."""
+def _imports(path: pathlib.Path, known: set[str], module: str | None = None) -> set[str]:
+    """The tinax modules ``path`` (the module named ``module``) imports, at run time or
+    for type checking alike, at its top or inside a function; a relative import is
+    resolved against ``module``'s package."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # from . import x, from ..y import z
+                assert module is not None, f"{path}: a relative import, and no module name"
+                package = module.split(".")
+                if path.name != "__init__.py":
+                    package.pop()
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, base] if base else package)
+            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
         found.update(name for name in names if name in known)
@@ -35,7 +45,10 @@ def _imports(path: pathlib.Path, known: set[str]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     paths = sorted(_ROOT.joinpath("tinax").rglob("*.py"))
     known = {_module_name(path) for path in paths}
-    return {_module_name(path): _imports(path, known) - {_module_name(path)} for path in paths}
+    return {
+        _module_name(path): _imports(path, known, _module_name(path)) - {_module_name(path)}
+        for path in paths
+    }
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -126,6 +139,24 @@ def test_every_folder_stands_above_the_folders_it_imports():
         for line in lines
     ]
     assert upward == [], "imports a layer above:\n" + "\n".join(upward)
+
+
+# The public modules re-export every layer: a layer that imported one would stand on all of
+# them, out of the layer graph's sight (they belong to no folder of tinax._src).
+PUBLIC_MODULES = ("tinax", "tinax.jit", "tinax.parallel", "tinax.testing")
+
+
+def test_no_layer_imports_a_public_module():
+    graph = import_graph()
+    assert set(PUBLIC_MODULES) <= set(graph)
+    found = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        if unit_of(module) is not None
+        for target in sorted(targets)
+        if target in PUBLIC_MODULES
+    ]
+    assert found == []
 
 
 def test_layers_call_the_private_folder_through_its_attributes():
@@ -224,6 +255,34 @@ def test_imports_from_the_package_are_seen(tmp_path):
         "tinax._src.diagnosis.record",
         "tinax._src.observe",
     }
+
+
+def test_imports_inside_functions_and_relative_imports_are_seen(tmp_path):
+    room = tmp_path / "counting.py"
+    room.write_text(
+        "def later():\n"
+        "    from tinax.jit import bounded_jit\n"
+        "    from . import compiles\n"
+        "    from ..diagnosis.record import TracedSignature\n"
+        "    from .. import observe\n"
+    )
+    known = {
+        "tinax.jit",
+        "tinax._src",
+        "tinax._src.budget.compiles",
+        "tinax._src.diagnosis.record",
+        "tinax._src.observe",
+    }
+    assert _imports(room, known, "tinax._src.budget.counting") == {
+        "tinax.jit",
+        "tinax._src",
+        "tinax._src.budget.compiles",
+        "tinax._src.diagnosis.record",
+        "tinax._src.observe",
+    }
+    package = tmp_path / "__init__.py"
+    package.write_text("from . import compiles\n")
+    assert _imports(package, known, "tinax._src.budget") == {"tinax._src.budget.compiles"}
 
 
 def test_the_architecture_page_names_every_module():
@@ -362,6 +421,20 @@ def test_no_layer_below_jit_reads_a_private_attribute_of_the_public_object():
     assert _private_sites_below_jit() == {}
 
 
+def test_the_public_objects_have_what_the_layers_below_may_read():
+    """`objects.handle.Budgeted` is what `Handle.public` gives the layers below jit/: its
+    members are public attributes of both classes (type-checked below jit/ as such)."""
+    from tinax._src.objects import handle
+    from tinax.jit import BatchedJit, BoundedJit
+
+    members = sorted(name for name in vars(handle.Budgeted) if not name.startswith("_"))
+    assert members == ["function", "max_traces", "traced_signatures", "traces_used"]
+    for kind in (BoundedJit, BatchedJit):
+        built = kind(len, max_traces=2)
+        assert built.function is len and built.max_traces == 2
+        assert (built.traces_used, built.traced_signatures) == (0, ())
+
+
 def test_a_private_read_of_the_public_object_is_found():
     names = _public_private_names()
     assert {"_ledger", "_static", "_signature", "_call", "_reused"} <= names
@@ -420,12 +493,22 @@ def mode_branches(path: pathlib.Path) -> list[str]:
     return sorted(set(found))
 
 
-def test_no_branch_on_a_mode_in_jit():
-    jit = _ROOT / "tinax" / "_src" / "jit"
+# Where a branch on a mode is the idea itself: models/ implements the modes (and refuses
+# two together), diagnosis/ records whether a trace held non-arrays static (a fact of the
+# trace, compared as static arguments are).
+_MODES_ARE_THE_IDEA = ("models", "diagnosis")
+
+
+def test_no_branch_on_a_mode_outside_the_plan_and_the_modes_own_layers():
+    """jit/ composes the convention its plan chose; the other layers (budget/, observe/,
+    warm/...) are given what the convention decides (as `Handle.user_arguments`), never
+    the mode to branch on."""
+    base = _ROOT / "tinax" / "_src"
     found = [
-        branch
-        for path in sorted(jit.glob("*.py"))
-        if path.name not in _CHOOSES_THE_CONVENTION
+        f"{path.parent.name}/{branch}"
+        for path in sorted(base.rglob("*.py"))
+        if path.name not in _CHOOSES_THE_CONVENTION or path.parent.name != "jit"
+        if path.relative_to(base).parts[0] not in _MODES_ARE_THE_IDEA
         for branch in mode_branches(path)
     ]
     assert found == []

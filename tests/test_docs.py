@@ -399,6 +399,19 @@ def test_home_page_example_runs_and_prints_what_the_page_shows(capsys):
     assert shown in printed
 
 
+def test_every_design_note_is_linked_from_a_guide():
+    """The notes of docs/decisions/ say why; a reader reaches each from the guide (or the
+    architecture page) about its topic, not only from their index."""
+    docs = ROOT / "docs"
+    guides = "\n".join(
+        page.read_text() for page in sorted(docs.glob("*.md")) if page.name != "changelog.md"
+    )
+    notes = sorted(note.name for note in (docs / "decisions").glob("*.md"))
+    assert len(notes) > 20
+    unlinked = [name for name in notes if name != "index.md" and f"(decisions/{name}" not in guides]
+    assert unlinked == []
+
+
 # --- the benchmarks page ---------------------------------------------------------------------
 
 BENCHMARKS_PAGE = ROOT / "docs" / "benchmarks.md"

@@ -42,7 +42,7 @@ from tinax.parallel import fail_fast
 WORKER = PROGRAMS / "fail_fast_worker.py"
 # Generous, for a loaded 2-core machine: a scenario takes a few seconds.
 TIMEOUT_S = 120
-# The bound from the failure to the exit of the last process.
+# How soon after the failure the last process has exited: promptly, not at JAX's timeouts.
 PROMPT_S = 5.0
 HEADING = "tinax.parallel.fail_fast: "
 

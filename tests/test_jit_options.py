@@ -10,6 +10,7 @@ that are not batched, and the decorator form.
 import functools
 import inspect
 import re
+import traceback
 import types
 import typing
 import warnings
@@ -664,6 +665,87 @@ def test_factories_and_classes_match_the_declaration(factory, kind, defined_in):
     assert {option.name for option in options.OPTIONS if kind.__name__ in option.classes} == set(
         options.SIGNATURES[kind.__name__]
     )
+
+
+# A value each checker of the declaration refuses, by option.
+_REFUSED = {
+    "axis_size": True,
+    "max_traces": -1,
+    "mesh": "m",
+    "on_exceed": "boom",
+    "buckets": 1,
+    "axis_name": [],
+    "spmd_axis_name": [],
+    "sum_match": 1,
+    "propagate_updates": "yes",
+    "static_argnames": 1,
+    "donate_argnames": 1,
+    "static_argnums": "a",
+    "donate_argnums": "a",
+    "keep_unused": 1,
+    "inline": 1,
+    "device": 1,
+    "backend": 1,
+    "compiler_options": 1,
+    "static_nonarrays": 1,
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"),
+    [
+        (kind, option.name)
+        for option in options.OPTIONS
+        if option.check is not None
+        for kind in (BoundedJit, BatchedJit)
+        if kind.__name__ in option.classes
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_the_declared_checker_is_the_one_that_refuses_its_option(kind, name):
+    """The declaration's ``check`` is not a label: a bad value of its option is refused
+    from inside that function."""
+    check = options.BY_NAME[name].check
+    with pytest.raises((TypeError, ValueError)) as refused:
+        kind(scaled, **{"max_traces": 1, name: _REFUSED[name]})
+    assert str(refused.value).startswith(f"{kind.__name__}: {name} must ")
+    ran = {frame.f_code for frame, _ in traceback.walk_tb(refused.tb)}
+    assert check.__code__ in ran
+
+
+def _checked_in_turn(kind):
+    """The options of ``kind`` that a checker of the declaration refuses, in its order."""
+    return [o.name for o in options.OPTIONS if o.check is not None and kind.__name__ in o.classes]
+
+
+@pytest.mark.parametrize(
+    ("kind", "first", "second"),
+    [
+        (kind, *pair)
+        for kind in (BoundedJit, BatchedJit)
+        for pair in zip(_checked_in_turn(kind), _checked_in_turn(kind)[1:], strict=False)
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_options_are_checked_in_their_declared_order(kind, first, second):
+    """Of two bad options, a user hears of the one declared first."""
+    given = {"max_traces": 1, first: _REFUSED[first], second: _REFUSED[second]}
+    with pytest.raises((TypeError, ValueError)) as refused:
+        kind(scaled, **given)
+    assert str(refused.value).startswith(f"{kind.__name__}: {first} must ")
+
+
+def test_jax_jit_is_given_the_options_in_its_own_order():
+    """Checked in the declared order (inline before backend), given in `jax.jit`'s: the
+    message of an option `jax.jit` refuses lists them as `jax.jit` does."""
+    given = {"compiler_options": {}, "inline": True, "backend": "cpu", "keep_unused": True}
+    with warnings.catch_warnings():  # jax.jit's deprecation of backend, on some versions
+        warnings.simplefilter("ignore", DeprecationWarning)
+        wrapped = BoundedJit(scaled, max_traces=1, static_argnums=1, **given)
+    jax_order = [name for name in inspect.signature(jax.jit).parameters if name in given]
+    assert jax_order == ["keep_unused", "backend", "inline", "compiler_options"]
+    assert [name for name in wrapped._plan.jit_kwargs if name in given] == jax_order
+    assert wrapped._plan.jit_kwargs["static_argnums"] == (1,)
 
 
 class TestCheckedOncePerFunction:

@@ -219,6 +219,18 @@ class TestBudgetedObjects:
         assert len(seen) == 8  # the callbacks ran on every call
         assert step.traces_used == 1
 
+    def test_a_compiles_arguments_are_recorded_as_the_user_passed_them_where_they_can_be(self):
+        """The scope names a compile by the call's signature: the arguments `jax.jit` got,
+        read back by the object's calling convention, which cannot read back a call split
+        into array leaves and a static key (``static_nonarrays``)."""
+        x = jnp.ones(3)
+        plain = bounded_jit(scale, max_traces=1, static_argnames="k")
+        signature = compile_guard._recorded(plain._handle, (x,), {"k": 2.0}, "here:1")
+        assert signature is not None and "k: 2.0" in str(signature)
+        split = bounded_jit(scale, max_traces=1, static_nonarrays=True)
+        jax_args, jax_kwargs = split._plan.convention.jax_arguments((x, 2.0), {})
+        assert compile_guard._recorded(split._handle, jax_args, jax_kwargs, "here:1") is None
+
 
 # --- other compiles ---------------------------------------------------------------------------
 

@@ -212,12 +212,12 @@ def _recorded(
     handle: Handle, args: Sequence[Any], kwargs: Any, site: str | None
 ) -> TracedSignature | None:
     """The call's signature as the object records it; ``None`` where it cannot be read
-    (``static_nonarrays``: `jax.jit` gets the call split into leaves and a key)."""
-    statics = handle.statics
-    if statics.nonarrays:
+    (its calling convention does not read `jax.jit`'s arguments back: `Handle.user_arguments`)."""
+    arguments = handle.user_arguments(tuple(args), dict(kwargs))
+    if arguments is None:
         return None
     try:
-        call = record.record(handle.signature.get(), statics, tuple(args), dict(kwargs))
+        call = record.record(handle.signature.get(), handle.statics, *arguments)
     except Exception:
         return None
     return call.numbered(0, call_site=site)

@@ -92,6 +92,7 @@ def build(
         ledger,
         weakref.ref(owner),
         seams.SEAMS,
+        plan.convention.user_arguments,
         plan.buckets,
     )
     own = owner.__dict__  # frozen: written as attrs's __init__ writes the fields
@@ -107,7 +108,7 @@ def build(
     names = counting.jax_names(plan.function)  # read once: the counted function's and ours
     present(owner, plan.function, names)
     if jit.later:  # nothing jax.jit could raise: built at the first use
-        own["_pending"] = (traced,)
+        own["_pending"] = traced
     else:  # jax.jit's own errors for the options are raised at wrap time
         own["_jitted"], own["_call"] = _compiled_call(owner, traced)
     registry.register(handle)  # weakly: tinax.jit.budgets() lists live objects
@@ -119,13 +120,13 @@ _compiling = threading.RLock()
 
 def _compile(owner: Any) -> None:
     """Builds the `jax.jit` object and the call of an object at its first use, unless
-    another thread has (`build` left what they need in ``_pending``)."""
+    another thread has (`build` left the function to compile in ``_pending``)."""
     own = owner.__dict__
     with _compiling:
         pending = own.get("_pending")
         if pending is None:
             return
-        own["_jitted"], own["_call"] = _compiled_call(owner, *pending)
+        own["_jitted"], own["_call"] = _compiled_call(owner, pending)
         del own["_pending"]
 
 

@@ -78,6 +78,12 @@ class Convention(Protocol):
         """A call's arguments as its `jax.jit` object takes them."""
         ...
 
+    def user_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments | None:
+        """A call's arguments as the user passed them, from those `jax.jit` got (a
+        compile's, which `budget/compile_guard` records), or ``None`` where they are not
+        read back."""
+        ...
+
     def output(self, out: Any) -> Any:
         """What ``eval_shape`` gives back, from its `jax.jit` object's."""
         ...
@@ -144,6 +150,9 @@ class Plain:
     def jax_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
         return args, kwargs
 
+    def user_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments | None:
+        return args, kwargs
+
     def output(self, out: Any) -> Any:
         return out
 
@@ -205,6 +214,9 @@ class NonArrays(Plain):
 
     def jax_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments:
         return nonarrays.split_call(args, kwargs, self.donated)
+
+    def user_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Arguments | None:
+        return None  # array leaves and a static key: not read back
 
     def output(self, out: Any) -> Any:
         return nonarrays.whole(out)

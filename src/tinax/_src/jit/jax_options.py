@@ -1,8 +1,8 @@
 """`jax.jit`'s options, validated once at wrap time into what reaches `jax.jit`.
 
-The page gives `bounded_jit` two of them (``static_argnames``,
-``donate_argnames``); this version takes every option `jax.jit` takes, with
-its names, defaults and meaning. Each is checked here, where `jax.jit` would
+The page's signature names two of them (``static_argnames``,
+``donate_argnames``); tinax takes every option `jax.jit` takes, with its
+names, defaults and meaning. Each is checked here, where `jax.jit` would
 accept it silently or fail on some later call, and passed on to `jax.jit` only
 when the user gave it: passing a default explicitly can change what JAX does
 (an explicit ``static_argnames=()`` stops JAX inferring names from
@@ -14,7 +14,7 @@ from __future__ import annotations
 import enum
 import inspect
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias, cast
 
 import attrs
@@ -22,7 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from tinax._src.core.statics import NO_NAMES, NO_STATICS, UNSPECIFIED, Statics, check_bool
+from tinax._src.core.statics import NO_NAMES, NO_STATICS, UNSPECIFIED, Statics
 from tinax._src.core.validation import (
     LazySignature,
     check_accepted_names,
@@ -113,7 +113,7 @@ def _check_c_int_positions(api: str, numbers: tuple[int, ...], value: object) ->
 INLINE_MODES: Any = getattr(jax, "Inline", None)
 
 
-def check_inline(api: str, value: object) -> bool | enum.Enum:
+def check_inline(api: str, parameter: str, value: object) -> bool | enum.Enum:
     """A bool, as `check_bool`, or a `jax.Inline` member where the running JAX has it."""
     if INLINE_MODES is not None and issubclass(type(value), INLINE_MODES):  # type(): no __class__
         return cast("enum.Enum", value)
@@ -123,55 +123,55 @@ def check_inline(api: str, value: object) -> bool | enum.Enum:
             if INLINE_MODES is not None
             else f"a bool (jax {jax.__version__} has no jax.Inline; jax 0.11 added it)"
         )
-        raise TypeError(message(api, "inline", expected, value))
+        raise TypeError(message(api, parameter, expected, value))
     return bool(cast("Any", value))
 
 
-def check_device(api: str, value: object) -> Any:
+def check_device(api: str, parameter: str, value: object) -> Any:
     """``None`` or a `jax.Device` (`jax.jit` takes a string and fails on first call)."""
     if value is not None and not issubclass(type(value), _DEVICE_TYPE):
-        raise TypeError(message(api, "device", "a jax.Device or None", value))
+        raise TypeError(message(api, parameter, "a jax.Device or None", value))
     return value
 
 
-def check_backend(api: str, value: object) -> str | None:
+def check_backend(api: str, parameter: str, value: object) -> str | None:
     """``None`` or the name of a backend JAX can run on here."""
     if value is None:
         return None
     if not issubclass(type(value), str):
-        raise TypeError(message(api, "backend", "a str (a platform name such as 'cpu')", value))
+        raise TypeError(message(api, parameter, "a str (a platform name such as 'cpu')", value))
     name = str.__str__(cast("str", value))
     try:
         cast("Any", jax).devices(name)
     except Exception as error:  # RuntimeError: unknown, or failed to initialize
         raise ValueError(
-            message(api, "backend", f"a backend JAX can run on here ({error})", name)
+            message(api, parameter, f"a backend JAX can run on here ({error})", name)
         ) from None
     return name
 
 
-def check_compiler_options(api: str, value: object) -> dict[str, Any] | None:
+def check_compiler_options(api: str, parameter: str, value: object) -> dict[str, Any] | None:
     """``None`` or a mapping from option names (``str``) to values."""
     if value is None:
         return None
     if not issubclass(type(value), Mapping):
-        raise TypeError(message(api, "compiler_options", "a dict of str to values, or None", value))
+        raise TypeError(message(api, parameter, "a dict of str to values, or None", value))
     try:
         items = tuple(cast("Mapping[object, object]", value).items())
     except Exception:
         raise TypeError(
-            message(api, "compiler_options", "a dict of str to values, or None", value)
+            message(api, parameter, "a dict of str to values, or None", value)
         ) from None
     options: dict[str, Any] = {}
     for key, item in items:
         if not issubclass(type(key), str):
-            raise TypeError(message(api, "compiler_options key", "a str", key))
+            raise TypeError(message(api, f"{parameter} key", "a str", key))
         name = str.__str__(cast("str", key))
         try:  # jax.jit keys its cache on the options
             hash(item)
         except Exception:
             raise TypeError(
-                message(api, f"compiler_options[{name!r}]", "hashable (a str, bool, int)", item)
+                message(api, f"{parameter}[{name!r}]", "hashable (a str, bool, int)", item)
             ) from None
         options[name] = item
     return options
@@ -267,14 +267,26 @@ def _check_in_shardings(api: str, value: object, shape: _Positional, statics: St
         )
 
 
+AsChecked = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+"""``as_checked(api, values)``: checks the options `jax.jit` is given as their checker
+(``check(api, name, value)``) returns them, and returns those not at their defaults
+(`options.as_checked`)."""
+
+
 def parse(
-    api: str, signature: LazySignature, values: Mapping[str, Any], mesh: Mesh | None
+    api: str,
+    signature: LazySignature,
+    values: Mapping[str, Any],
+    mesh: Mesh | None,
+    as_checked: AsChecked,
 ) -> Parsed:
     """Validates every `jax.jit` option in ``values`` (an object's fields, by name) and
     returns what the object keeps and passes on.
 
     ``signature`` is computed only when an option needs it (argnames or argnums
-    to check, an ``in_shardings`` tuple to count).
+    to check, an ``in_shardings`` tuple to count). The options `as_checked` checks are
+    checked after the argnames and argnums, and given to `jax.jit` as their checker
+    returns them, where that is not their default.
     """
     static_argnames, donate_argnames = values["static_argnames"], values["donate_argnames"]
     static_argnums, donate_argnums = values["static_argnums"], values["donate_argnums"]
@@ -295,20 +307,16 @@ def parse(
     if static_nums is not None:
         _check_c_int_positions(api, static_nums, static_argnums)
     donate_nums = check_argnums(api, "donate_argnums", donate_argnums)
-    keep = check_bool(api, "keep_unused", values["keep_unused"])
-    inlined = check_inline(api, values["inline"])
-    device = check_device(api, values["device"])
-    backend_name = check_backend(api, values["backend"])
-    options = check_compiler_options(api, values["compiler_options"])
-    if mesh is not None and (device is not None or backend_name is not None):
-        which = "device" if device is not None else "backend"
+    checked = as_checked(api, values)
+    if mesh is not None and ("device" in checked or "backend" in checked):
+        which = "device" if "device" in checked else "backend"
         raise ValueError(
             message(
                 api,
                 which,
                 "None when mesh is given (jax.jit refuses a device or backend under a mesh; "
                 "place the inputs on the mesh instead)",
-                device if device is not None else backend_name,
+                checked[which],
             )
         )
     # What jax.jit gets for the names: None where the user left the page's default
@@ -347,16 +355,9 @@ def parse(
         kwargs["in_shardings"] = in_shardings
     if out_shardings is not UNSPECIFIED:
         kwargs["out_shardings"] = out_shardings
-    if keep:
-        kwargs["keep_unused"] = True
-    if device is not None:
-        kwargs["device"] = device
-    if backend_name is not None:
-        kwargs["backend"] = backend_name
-    if inlined is not False:
-        kwargs["inline"] = inlined
-    if options is not None:
-        kwargs["compiler_options"] = options
+    if checked:
+        kwargs.update(checked)
+    inlined = checked.get("inline", False)
     return Parsed(static, donate, static_nums, donate_nums, statics, kwargs, inlined, donated)
 
 

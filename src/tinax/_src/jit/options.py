@@ -3,16 +3,19 @@
 One row per option: its name, its default (the classes' field default and the
 factories' keyword default, compared by identity), the function that checks it,
 what it is given to (`jax.jit`, `jax.vmap`, or neither: tinax's own), whether
-`jax.jit` checks it itself when it wraps, and the classes that take it. The rows
-are in the order the checks run, which is the order in which a user who gets
-several options wrong hears of them (``function`` is checked before all of them).
+`jax.jit` checks it itself when it wraps, the classes that take it, and whether
+`jax.jit` is given it as its checker returns it. The rows are in the order the
+checks run, which is the order in which a user who gets several options wrong hears
+of them (``function`` is checked before all of them).
 
 Derived from the rows: the factories' options dicts (`given`), the page's default
 ``()`` for the argnames (`page_defaults`), the shortcut for objects that leave every
-`jax.jit` and model option at its default (`all_defaults`), and the options that
-make the `jax.jit` object be built at wrap time (`CHECKED_BY_JAX`). The factories
-and the classes spell the options out (for the type checker and the page, in the
-page's order: `SIGNATURES`); ``tests/test_jit_options.py`` holds them to these rows.
+`jax.jit` and model option at its default (`all_defaults`), the options that
+make the `jax.jit` object be built at wrap time (`CHECKED_BY_JAX`), and the check
+and the passing on of every option `jax.jit` is given as checked (`as_checked`). The
+factories and the classes spell the options out (for the type checker and the page,
+in the page's order: `SIGNATURES`); ``tests/test_jit_options.py`` holds them, each
+row's checker and the order of the checks to these rows.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ class Option(NamedTuple):
         checked_by_jax: `jax.jit` checks it when it wraps: an object given it builds
             its `jax.jit` object at wrap time, so that JAX's errors are wrap-time errors.
         classes: The classes (and their factories) that take it.
+        as_checked: `jax.jit` is given it as ``check(api, name, value)`` returns it, where that
+            is not ``default``: the parse runs its checker in the row's place
+            (`jax_options.parse`, `as_checked`), and nothing else is written for it.
     """
 
     name: str
@@ -59,6 +65,7 @@ class Option(NamedTuple):
     kind: Kind
     checked_by_jax: bool = False
     classes: tuple[Api, ...] = BOTH
+    as_checked: bool = False
 
 
 # In the order of the checks (after `function`'s). A jax.jit option is passed on only
@@ -77,11 +84,18 @@ OPTIONS: tuple[Option, ...] = (
     Option("donate_argnames", statics.NO_NAMES, validation.check_argnames, "jax.jit"),
     Option("static_argnums", None, jax_options.check_argnums, "jax.jit"),
     Option("donate_argnums", None, jax_options.check_argnums, "jax.jit"),
-    Option("keep_unused", False, statics.check_bool, "jax.jit"),
-    Option("inline", False, jax_options.check_inline, "jax.jit"),
-    Option("device", None, jax_options.check_device, "jax.jit", checked_by_jax=True),
-    Option("backend", None, jax_options.check_backend, "jax.jit", checked_by_jax=True),
-    Option("compiler_options", None, jax_options.check_compiler_options, "jax.jit"),
+    # Given to jax.jit as checked (where not the default): the row and its checker are all.
+    Option("keep_unused", False, statics.check_bool, "jax.jit", as_checked=True),
+    Option("inline", False, jax_options.check_inline, "jax.jit", as_checked=True),
+    Option(
+        "device", None, jax_options.check_device, "jax.jit", checked_by_jax=True, as_checked=True
+    ),
+    Option(
+        "backend", None, jax_options.check_backend, "jax.jit", checked_by_jax=True, as_checked=True
+    ),
+    Option(
+        "compiler_options", None, jax_options.check_compiler_options, "jax.jit", as_checked=True
+    ),
     # Counted against the signature here; its trees checked by jax.jit when it wraps.
     Option("in_shardings", statics.UNSPECIFIED, None, "jax.jit", checked_by_jax=True),
     Option("out_shardings", statics.UNSPECIFIED, None, "jax.jit", checked_by_jax=True),
@@ -166,6 +180,35 @@ def _identity_chain(names: tuple[str, ...], defaults: tuple[object, ...]) -> Any
 # Whether every `jax.jit` and model option in ``values`` (an object's fields) is its
 # default object: then there is nothing to check (about 9 us of a wrap saved).
 all_defaults: Callable[[Mapping[str, object]], bool] = _identity_chain(PARSED, _PARSED_DEFAULTS)
+
+
+def _checked_in_turn(rows: tuple[Option, ...], order: tuple[str, ...]) -> Any:
+    """``as_checked(api, values)``: runs the checker of each row on its value, in the rows'
+    order, and returns the values that are not their defaults, in ``order`` (what `jax.jit`
+    is given them in). Written out once, as `_identity_chain`: no loop on a wrap."""
+    namespace: dict[str, object] = {}
+    lines = ["def as_checked(api, values):"]
+    for index, row in enumerate(rows):
+        namespace[f"_check{index}"], namespace[f"_default{index}"] = row.check, row.default
+        lines.append(f"    value{index} = _check{index}(api, {row.name!r}, values[{row.name!r}])")
+    lines.append("    checked = {}")
+    for name in order:
+        index = next(index for index, row in enumerate(rows) if row.name == name)
+        lines.append(f"    if value{index} is not _default{index}:")
+        lines.append(f"        checked[{name!r}] = value{index}")
+    lines.append("    return checked")
+    exec("\n".join(lines), namespace)
+    return namespace["as_checked"]
+
+
+# The options jax.jit is given as their checker returns them (`Option.as_checked`): each
+# checked in its row's place, and passed on in the factories' order (jax.jit's own) where
+# not its default (`jax_options.parse`).
+_AS_CHECKED_ROWS = tuple(o for o in OPTIONS if o.as_checked)
+as_checked: jax_options.AsChecked = _checked_in_turn(
+    _AS_CHECKED_ROWS,
+    tuple(name for name in SIGNATURES["BoundedJit"] if BY_NAME[name].as_checked),
+)
 
 
 def given(api: Api, values: Mapping[str, Any]) -> dict[str, Any]:

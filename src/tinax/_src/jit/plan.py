@@ -125,7 +125,7 @@ def parse(api: options.Api, values: Mapping[str, Any]) -> Plan:
             shown,
         )
     propagate = nnx_checks.check_propagate_updates(api, values["propagate_updates"])
-    parsed = jax_options.parse(api, signature, values, mesh)
+    parsed = jax_options.parse(api, signature, values, mesh, options.as_checked)
     static_nonarrays = nonarrays.check(
         api, values["static_nonarrays"], parsed, values["in_shardings"]
     )

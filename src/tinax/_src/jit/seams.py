@@ -29,10 +29,10 @@ class ObjectSeams:
         call: Callable[..., Any],
         check: Callable[[tuple[Any, ...], dict[str, Any]], None],
     ) -> Callable[..., Any] | None:
-        owner = handle.public()
+        owner: Any = handle.public()  # its own class's object: jit/ reads its state
         if owner is None:
             return None
-        original: Callable[..., Any] = owner._call  # pyright: ignore[reportPrivateUsage]
+        original: Callable[..., Any] = owner._call
         own = owner.__dict__  # the call read above was built now, in this thread, if not yet
         own["_call"] = call
         own["_warm_check"] = check

@@ -4,10 +4,11 @@ The build (`jit`) makes one per object and gives it, never the object, to the
 registry, the counted function, the compile book, the test session's collector,
 trace agreement and warm start. It holds what is fixed at wrap time (the name of
 the class, the function, the budget, the statics, the signature, the mesh, the
-overrun policy, the shape buckets), the ledger (the count), a weak reference to the public object,
-the object's seams (`Seams`: what warm start does to its call), and one slot per
-layer that keeps state of its own for the object, typed `object` here and read
-through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
+overrun policy, the shape buckets, and the calling convention's reading of a call
+`jax.jit` got as the user made it), the ledger (the count), a weak reference to the
+public object, the object's seams (`Seams`: what warm start does to its call), and
+one slot per layer that keeps state of its own for the object, typed `object` here
+and read through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
 (`budget.compiles`), ``agreement`` (`parallel.trace_agreement`).
 
 It never holds the `jax.jit` object nor the public object itself: the public
@@ -17,7 +18,7 @@ ledger), so that dropping the object frees it without the cycle collector.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -26,7 +27,33 @@ if TYPE_CHECKING:
     from tinax._src.buckets.declared import Buckets
     from tinax._src.core.statics import Statics
     from tinax._src.core.validation import LazySignature
+    from tinax._src.diagnosis.record import TracedSignature
     from tinax._src.objects.ledger import Ledger
+
+
+class Budgeted(Protocol):
+    """A budgeted object, as the layers below the wrappers may read it (`Handle.public`,
+    `observe.budgets`): its public attributes, never its private state."""
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        """The wrapped callable."""
+        ...
+
+    @property
+    def max_traces(self) -> int:
+        """The budget."""
+        ...
+
+    @property
+    def traces_used(self) -> int:
+        """How many traces it has made."""
+        ...
+
+    @property
+    def traced_signatures(self) -> Sequence[TracedSignature]:
+        """The abstract signature of each trace, oldest first."""
+        ...
 
 
 class Seams(Protocol):
@@ -79,6 +106,12 @@ class Seams(Protocol):
         ...
 
 
+Arguments = tuple[tuple[Any, ...], dict[str, Any]]
+UserArguments = Callable[[tuple[Any, ...], dict[str, Any]], Arguments | None]
+"""The calling convention's reading of a call `jax.jit` got, as the user made it
+(`jit.conventions.Convention.user_arguments`)."""
+
+
 class Handle:
     """One budgeted object, as the layers below the wrappers are given it."""
 
@@ -99,6 +132,7 @@ class Handle:
         "seams",
         "signature",
         "statics",
+        "user_arguments",
     )
 
     def __init__(
@@ -111,8 +145,9 @@ class Handle:
         mesh: Mesh | None,
         on_exceed: str | None,
         ledger: Ledger,
-        public: Callable[[], Any],
+        public: Callable[[], Budgeted | None],
         seams: Seams,
+        user_arguments: UserArguments,
         buckets: Buckets | None = None,
     ) -> None:
         self.api = api  # the class's name: BoundedJit, BatchedJit
@@ -125,6 +160,8 @@ class Handle:
         self.ledger = ledger
         self.public = public  # a weak reference to the public object
         self.seams = seams
+        # a call's arguments as the user passed them, from jax.jit's; None if not read back
+        self.user_arguments = user_arguments
         self.buckets = buckets  # the sizes declared axes may take, or None
         # each layer's own state for the object, read through that layer's accessor
         self.birth: object = None  # observe.rebuilt: where and how it was built

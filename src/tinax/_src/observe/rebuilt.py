@@ -22,7 +22,7 @@ from tinax._src.observe.sites import CACHE_LIMIT, construction_site, shown, warn
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.objects.handle import Handle
+    from tinax._src.objects.handle import Budgeted, Handle
 
 
 REBUILT_THRESHOLD = 3  # the third object at one place, for one function, same signature
@@ -135,7 +135,7 @@ def birth_of(handle: Handle) -> Birth | None:
     return cast("Birth | None", handle.birth)
 
 
-def _options(owner: Any) -> tuple[type, object]:
+def _options(owner: Budgeted) -> tuple[type, object]:
     """The object's class and fields other than ``function``, compared with ``==``."""
     kind = cast("type[Any]", type(owner))
     read = _OPTIONS.get(kind)
@@ -233,7 +233,7 @@ def check_rebuilt(handle: Handle, call: TracedSignature) -> None:
 
 
 def _rebuilt_warning(
-    owner: Any,
+    owner: Budgeted,
     function: Callable[..., Any],
     built_at: tuple[str, int],
     count: int,

@@ -16,7 +16,7 @@ from tinax._src.parallel import trace_agreement
 
 if TYPE_CHECKING:
     from tinax._src.diagnosis.record import TracedSignature
-    from tinax._src.objects.handle import Handle
+    from tinax._src.objects.handle import Budgeted, Handle
 
 
 _registry_lock = threading.RLock()
@@ -43,7 +43,7 @@ def register(handle: Handle) -> None:
         watchers.warm_hook.built(handle)
 
 
-def _alive(ref: weakref.ref[Handle]) -> Any:
+def _alive(ref: weakref.ref[Handle]) -> Budgeted | None:
     """The object of a registered handle, or ``None`` where either is gone."""
     handle = ref()
     return None if handle is None else handle.public()
@@ -61,7 +61,7 @@ def handles() -> list[Handle]:
     return [alive[index][1] for index in _order([owner for owner, _ in alive])]
 
 
-def _order(alive: Sequence[Any]) -> list[int]:
+def _order(alive: Sequence[Budgeted]) -> list[int]:
     """The objects' indices, by total compile time (largest first, then oldest)."""
     totals = [(_total(owner, "compile_seconds"), index) for index, owner in enumerate(alive)]
     return sorted(range(len(alive)), key=lambda index: (-totals[index][0], index))
@@ -94,7 +94,7 @@ def budgets() -> Budgets:
     return Budgets(alive[index] for index in _order(alive))
 
 
-def _total(owner: Any, fact: str) -> float:
+def _total(owner: Budgeted, fact: str) -> float:
     return sum(getattr(entry, fact) or 0.0 for entry in owner.traced_signatures)
 
 
@@ -130,7 +130,7 @@ def last_retrace_cause(
     return registry_table.Cause(history[-1].number, found[0], len(found) - 1)
 
 
-def budgets_table(objects: Sequence[Any]) -> str:
+def budgets_table(objects: Sequence[Budgeted]) -> str:
     """One row per function and place built: function, location, traces/budget,
     compiles, loads from JAX's persistent cache, trace and compile time, the buckets
     compiled (where an object declares some), last retrace cause (`registry_table`)."""
@@ -147,7 +147,7 @@ def budgets_table(objects: Sequence[Any]) -> str:
         if handle.buckets is not None and (owner := handle.public()) is not None
     }
 
-    def built_at(owner: Any) -> str:
+    def built_at(owner: Budgeted) -> str:
         """``file:line`` where the user's code built ``owner``, or ``?``."""
         birth = places.get(id(owner))
         if not birth:
@@ -155,7 +155,7 @@ def budgets_table(objects: Sequence[Any]) -> str:
         (filename, line) = birth[0]
         return f"{sites.shown(filename)}:{line}"
 
-    def bucketed(owner: Any) -> tuple[int, int, float] | None:
+    def bucketed(owner: Budgeted) -> tuple[int, int, float] | None:
         """How many of ``owner``'s combinations of buckets are compiled, of how many, and
         their compile time; ``None`` for an object without buckets."""
         buckets = declared_by.get(id(owner))
@@ -164,7 +164,7 @@ def budgets_table(objects: Sequence[Any]) -> str:
         done, seconds = declared.compiled_summary(buckets, owner.traced_signatures)
         return done, buckets.combinations, seconds
 
-    def cause(owner: Any) -> str | registry_table.Cause:
+    def cause(owner: Budgeted) -> str | registry_table.Cause:
         return last_retrace_cause(owner.traced_signatures, declared_by.get(id(owner)))
 
     return registry_table.table(objects, built_at, cause, bucketed)

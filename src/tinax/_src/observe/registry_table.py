@@ -12,10 +12,13 @@ segments, and only a value too long for the column alone is cut, in its middle.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tinax._src.diagnosis import elide, report
 from tinax._src.diagnosis.kinds import ABSENT, Difference
+
+if TYPE_CHECKING:
+    from tinax._src.objects.handle import Budgeted
 
 _MAX_NAME = 56
 _MAX_PLACE = 40
@@ -103,7 +106,7 @@ class _Row:
     )
 
     def __init__(
-        self, owner: Any, built: str, cause: str | Cause, buckets: Bucketed | None
+        self, owner: Budgeted, built: str, cause: str | Cause, buckets: Bucketed | None
     ) -> None:
         history = owner.traced_signatures
         self.name = report.function_name(owner.function)
@@ -180,10 +183,10 @@ def _cells(
 
 
 def table(
-    objects: Sequence[Any],
-    built_at: Callable[[Any], str],
-    cause: Callable[[Any], str | Cause],
-    bucketed: Callable[[Any], Bucketed | None] = lambda owner: None,
+    objects: Sequence[Budgeted],
+    built_at: Callable[[Budgeted], str],
+    cause: Callable[[Budgeted], str | Cause],
+    bucketed: Callable[[Budgeted], Bucketed | None] = lambda owner: None,
 ) -> str:
     """The printed table of ``objects`` (in the order given); a ``buckets`` column
     (``compiled/declared (compile time)``) where an object declares buckets."""
