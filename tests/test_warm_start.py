@@ -845,6 +845,7 @@ STATE_KINDS = [
     "none",
     "nested",
     "scan",
+    "vjp",
     "optimizer",
 ]
 
@@ -883,7 +884,7 @@ class TestStateSetAfterTheWarmTrace:
         assert (warm["traces_used"], warm["compiles_used"]) == (1, 1)
         assert CHANGED in log
 
-    @pytest.mark.parametrize("kind", ["global", "static", "nested", "scan", "optimizer"])
+    @pytest.mark.parametrize("kind", ["global", "static", "nested", "scan", "vjp", "optimizer"])
     def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
         self, tmp_path, kind
     ):
@@ -923,6 +924,31 @@ class TestSameStage:
         # relu's custom_jvp: a lazy derivative rule, made anew by each trace
         first, second = (self._stage(step, params, jnp.ones(3)) for _ in range(2))
         assert same.same_stage(first, second)
+
+    def test_two_traces_of_a_custom_vjp_call_are_the_same_until_its_primal_reads_another_value(
+        self,
+    ):
+        scale = [2.0]
+
+        @jax.custom_vjp
+        def clipped(x):
+            return jnp.sin(x) * scale[0]
+
+        def forward(x):
+            return clipped(x), x
+
+        def backward(residual, g):
+            return (g * jnp.cos(residual),)
+
+        clipped.defvjp(forward, backward)
+
+        def step(x):  # the rules are traced only when the jaxpr is differentiated
+            return clipped(x).sum()
+
+        before = self._stage(step, jnp.ones(3))
+        assert same.same_stage(before, self._stage(step, jnp.ones(3)))
+        scale[0] = 3.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
 
     @pytest.mark.parametrize(
         ("first", "second"),

@@ -7,8 +7,8 @@ The step is built at module level, so with warm start on its warm trace is made 
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
 global, an attribute of a module-level object, a class attribute, a closure cell, the
 content of a static argument, a global that is ``None`` until ``main()`` loads it, a
-global read by a nested ``jax.jit`` or by a ``lax.scan`` body, or an equinox step
-whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the learning rate).
+global read by a nested ``jax.jit``, a ``lax.scan`` body or a ``custom_vjp`` function, or an
+equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the learning rate).
 Prints one JSON line: the result's bytes as hex, the step's counts, and its compiles
 before the call. Log records of the ``tinax`` logger go to stderr.
 """
@@ -105,6 +105,26 @@ def with_scan(x):
     return jax.lax.scan(scan_body, jnp.zeros(()), x)[0]
 
 
+@jax.custom_vjp
+def clipped(x):  # its rules are traced only when the step is differentiated
+    return jnp.tanh(x * SCALE)
+
+
+def clipped_forward(x):
+    return clipped(x), x
+
+
+def clipped_backward(x, g):
+    return (g * SCALE,)
+
+
+clipped.defvjp(clipped_forward, clipped_backward)
+
+
+def with_vjp(x):
+    return clipped(x).sum()
+
+
 def train(params, opt_state, x):
     def loss_of(model):
         return ((jax.vmap(model)(x) - 1.0) ** 2).mean()
@@ -123,6 +143,7 @@ STEPS = {
     "none": bounded_jit(with_table, max_traces=1),
     "nested": bounded_jit(with_nested, max_traces=1),
     "scan": bounded_jit(with_scan, max_traces=1),
+    "vjp": bounded_jit(with_vjp, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
 }
 if start.active() is not None:  # the warm traces are made during the import, before main()

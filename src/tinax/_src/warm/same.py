@@ -160,6 +160,10 @@ def _same(a: Any, b: Any, depth: int) -> bool:
         return a.debug_info == b.debug_info
     if isinstance(a, types.FunctionType):  # a function made in the trace: its code and cells
         return _same_function(a, b, depth)
+    if type(a).__name__ in _STORES and hasattr(a, "__slots__"):
+        # JAX's output store of a lazy rule's trace (custom_vjp's ``out_trees``, filled
+        # when the forward rule is traced): what it holds, empty only as empty
+        return _same(_stored(a), _stored(b), depth + 1)
     if isinstance(a, (str, bytes, int, bool, type(None))):
         return a == b
     if dataclasses.is_dataclass(a):  # JAX's (a callback's wrapper): field by field
@@ -171,6 +175,17 @@ def _same(a: Any, b: Any, depth: int) -> bool:
         return bool(a == b)  # an object of its own: its equality, if it has one
     except Exception:
         return False
+
+
+_STORES = ("Store", "EqualStore")  # jax._src.linear_util's
+_EMPTY = object()
+
+
+def _stored(store: Any) -> Any:
+    """What a ``linear_util`` store holds (an ``EqualStore`` wraps a ``Store``), or
+    `_EMPTY` (reading ``val`` of an empty one raises)."""
+    inner = getattr(store, "_store", store)
+    return inner.val if inner else _EMPTY
 
 
 def _same_array(a: Any, b: Any) -> bool:
