@@ -512,11 +512,15 @@ DAMAGE = {
     ),
     "no data": (
         lambda c: _signature(c).pop("data"),
-        'object \'f\': a signature lacks "text" or "data"',
+        "object 'f': a signature's \"data\" is missing or not a string",
     ),
     "text": (
         lambda c: _signature(c).update(text=3),
-        'object \'f\': a signature lacks "text" or "data"',
+        "object 'f': a signature's \"text\" is missing or not a string",
+    ),
+    "data": (
+        lambda c: _signature(c).update(data=12),
+        "object 'f': a signature's \"data\" is missing or not a string",
     ),
     "object runs": (
         lambda c: c["objects"]["f"].update(runs=-1),
