@@ -2,6 +2,7 @@
 second; a stale, corrupt or unwritable manifest is a log line, never a wrong result."""
 
 import enum
+import functools
 import importlib
 import json
 import os
@@ -850,6 +851,7 @@ STATE_KINDS = [
     "nested",
     "scan",
     "vjp",
+    "rule",
     "optimizer",
 ]
 
@@ -952,6 +954,53 @@ class TestSameStage:
         before = self._stage(step, jnp.ones(3))
         assert same.same_stage(before, self._stage(step, jnp.ones(3)))
         scale[0] = 3.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
+
+    def test_two_traces_of_an_odeint_are_the_same(self):
+        from jax.experimental.ode import odeint
+
+        def step(y0):  # odeint's custom_vjp is given a bound method made in the trace
+            return odeint(lambda y, t: -y, y0, jnp.array([0.0, 1.0]))
+
+        first, second = (self._stage(step, jnp.ones(3)) for _ in range(2))
+        assert same.same_stage(first, second)
+
+    @pytest.mark.parametrize("rule", ["custom_jvp", "custom_vjp", "closure"])
+    def test_a_derivative_rule_given_another_value_differs_though_the_primal_is_the_same(
+        self, rule
+    ):
+        """A rule runs only when the jaxpr is differentiated (a ``jax.grad`` around the
+        object, or an outer trace's), with the values the trace gave it: a
+        ``nondiff_argnums`` argument or a cell of a rule made in the trace."""
+        clip = [1.0]
+
+        @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+        def scaled_jvp(scale, x):
+            return x
+
+        @scaled_jvp.defjvp
+        def _(scale, primals, tangents):
+            return primals[0], tangents[0] * scale
+
+        @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+        def scaled_vjp(scale, x):
+            return x
+
+        scaled_vjp.defvjp(lambda scale, x: (x, None), lambda scale, _, g: (g * scale,))
+
+        def made_in_the_trace(scale, x):
+            inner = jax.custom_jvp(lambda v: v)
+            inner.defjvp(lambda primals, tangents: (primals[0], tangents[0] * scale))
+            return inner(x)
+
+        scaled = {"custom_jvp": scaled_jvp, "custom_vjp": scaled_vjp}.get(rule, made_in_the_trace)
+
+        def step(x):
+            return (scaled(clip[0], x) ** 2).sum()
+
+        before = self._stage(step, jnp.ones(3))
+        assert same.same_stage(before, self._stage(step, jnp.ones(3)))
+        clip[0] = 0.25
         assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
 
     @pytest.mark.parametrize(

@@ -7,13 +7,16 @@ The step is built at module level, so with warm start on its warm trace is made 
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
 global, an attribute of a module-level object, a class attribute, a closure cell, the
 content of a static argument, a global that is ``None`` until ``main()`` loads it, a
-global read by a nested ``jax.jit``, a ``lax.scan`` body or a ``custom_vjp`` function, or an
-equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the learning rate).
+global read by a nested ``jax.jit``, a ``lax.scan`` body or a ``custom_vjp`` function, a
+global given to a derivative rule as a ``nondiff_argnums`` argument (``jax.grad`` of the
+step), or an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds
+from the learning rate).
 Prints one JSON line: the result's bytes as hex, the step's counts, and its compiles
 before the call. Log records of the ``tinax`` logger go to stderr.
 """
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -125,6 +128,20 @@ def with_vjp(x):
     return clipped(x).sum()
 
 
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def scaled_gradient(scale, x):  # the identity, whose derivative is scaled
+    return x
+
+
+@scaled_gradient.defjvp
+def scaled_gradient_jvp(scale, primals, tangents):
+    return primals[0], tangents[0] * scale
+
+
+def with_rule(x):  # SCALE reaches only the derivative rule: main() differentiates the step
+    return (scaled_gradient(SCALE, x) ** 2).sum()
+
+
 def train(params, opt_state, x):
     def loss_of(model):
         return ((jax.vmap(model)(x) - 1.0) ** 2).mean()
@@ -144,6 +161,7 @@ STEPS = {
     "nested": bounded_jit(with_nested, max_traces=1),
     "scan": bounded_jit(with_scan, max_traces=1),
     "vjp": bounded_jit(with_vjp, max_traces=1),
+    "rule": bounded_jit(with_rule, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
 }
 if start.active() is not None:  # the warm traces are made during the import, before main()
@@ -176,6 +194,8 @@ def main():
         opt_state = optax.sgd(value).init(eqx.filter(model, eqx.is_array))
         model, _, _ = step(model, opt_state, x)
         out = step(model, opt_state, x)[2]  # the loss after one update
+    elif args.kind == "rule":
+        out = jax.grad(step)(x)
     elif args.precompile:
         out = step.precompile(x)(x)
     else:

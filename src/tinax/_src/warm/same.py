@@ -154,12 +154,20 @@ def _same(a: Any, b: Any, depth: int) -> bool:
         mapping = cast("dict[Any, Any]", a)
         return list(mapping) == list(b) and all(_same(mapping[k], b[k], depth + 1) for k in mapping)
     if type(a).__name__ == "WrappedFun" and hasattr(a, "debug_info"):
-        # A derivative rule's lazy trace (custom_jvp's jvp_jaxpr_fun): made anew by each
-        # trace, run only when the jaxpr is differentiated, never by the executable; the
-        # rule is compared by which function it is (name, source, arguments).
-        return a.debug_info == b.debug_info
+        # A derivative rule's lazy trace (custom_jvp's jvp_jaxpr_fun, custom_vjp's
+        # forward and backward): made anew by each trace, run when the jaxpr is
+        # differentiated, with the values the trace gave the rule
+        return a.debug_info == b.debug_info and _same_wrapped(a, b, depth)
+    if type(a).__name__ in ("Unhashable", "Hashable") and hasattr(a, "val"):
+        return _same(a.val, b.val, depth + 1)  # JAX's box of a value: the value
     if isinstance(a, types.FunctionType):  # a function made in the trace: its code and cells
         return _same_function(a, b, depth)
+    if isinstance(a, types.MethodType):  # a bound method: its function and its object
+        return a.__func__ is b.__func__ and _same(a.__self__, b.__self__, depth + 1)
+    if type(a) is object:  # a bare sentinel (a memo's): holds nothing
+        return True
+    if type(a).__name__.endswith("Trace") and type(a).__module__.startswith("jax."):
+        return True  # the trace a lazy rule's thunk belongs to: each trace's own
     if type(a).__name__ in _STORES and hasattr(a, "__slots__"):
         # JAX's output store of a lazy rule's trace (custom_vjp's ``out_trees``, filled
         # when the forward rule is traced): what it holds, empty only as empty
@@ -186,6 +194,19 @@ def _stored(store: Any) -> Any:
     `_EMPTY` (reading ``val`` of an empty one raises)."""
     inner = getattr(store, "_store", store)
     return inner.val if inner else _EMPTY
+
+
+def _same_wrapped(a: Any, b: Any, depth: int) -> bool:
+    """Two ``linear_util.WrappedFun``: the same function (`_same`: its code and cells,
+    where JAX's thunk around the user's rule holds the rule, its trace and its memo)
+    with the same values bound by each transformation (a ``nondiff_argnums``
+    argument, an output store) and parameters."""
+    if len(a.transforms) != len(b.transforms) or not _same(a.params, b.params, depth + 1):
+        return False
+    for (step_a, bound_a), (step_b, bound_b) in zip(a.transforms, b.transforms, strict=True):
+        if step_a is not step_b or not _same(bound_a, bound_b, depth + 1):
+            return False
+    return _same(a.f, b.f, depth + 1)
 
 
 def _same_array(a: Any, b: Any) -> bool:
