@@ -848,6 +848,7 @@ STATE_KINDS = [
     "cell",
     "static",
     "none",
+    "numpy",
     "nested",
     "scan",
     "vjp",
@@ -1028,6 +1029,32 @@ class TestSameStage:
         assert same.same_stage(before, self._stage(step, jnp.ones(64)))  # equal values
         table[0][63] = 1.0
         assert not same.same_stage(before, self._stage(step, jnp.ones(64)))
+
+    @pytest.mark.parametrize("read_as", ["array", "view", "read-only view", "sliced in the trace"])
+    def test_a_numpy_array_the_program_can_change_in_place_is_never_known_the_same(self, read_as):
+        """A NumPy array the step uses as an operand is a constant JAX views, not copies:
+        the executable compiled ahead holds its content when it was lowered, and the
+        program may have filled it since (``TABLE[:] = ...`` in main())."""
+        table = np.ones((4, 3), np.float32)
+        view = table[1:]
+        view.flags.writeable = read_as != "read-only view"  # its base still writeable
+        operand = table if read_as == "array" else view
+
+        def step(x):
+            return x * (table[1:] if read_as == "sliced in the trace" else operand)
+
+        x = jnp.ones(operand.shape if read_as != "sliced in the trace" else (3, 3))
+        assert not same.same_stage(self._stage(step, x), self._stage(step, x))
+
+    def test_a_numpy_array_made_in_the_trace_or_frozen_is_compared_by_value(self):
+        frozen = np.ones((4, 3), np.float32)
+        frozen.flags.writeable = False  # owns its data, read-only
+
+        def step(x):
+            return x * frozen + np.tril(np.ones((4, 3), np.float32))
+
+        first, second = (self._stage(step, jnp.ones((4, 3))) for _ in range(2))
+        assert same.same_stage(first, second)
 
     def test_a_non_array_output_that_differs_differs(self):
         label = ["a"]

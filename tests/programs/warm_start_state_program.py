@@ -7,6 +7,7 @@ The step is built at module level, so with warm start on its warm trace is made 
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
 global, an attribute of a module-level object, a class attribute, a closure cell, the
 content of a static argument, a global that is ``None`` until ``main()`` loads it, a
+NumPy array that ``main()`` fills in place, a
 global read by a nested ``jax.jit``, a ``lax.scan`` body or a ``custom_vjp`` function, a
 global given to a derivative rule as a ``nondiff_argnums`` argument (``jax.grad`` of the
 step), or an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds
@@ -40,6 +41,7 @@ if __name__ == "__main__":  # not when collection imports it (--doctest-modules)
 SCALE = 1.0  # a module global
 CONFIG = types.SimpleNamespace(scale=1.0)  # an attribute of a module-level object
 TABLE = None  # loaded by main()
+WEIGHTS = np.ones((4, 3), np.float32)  # filled in place by main()
 OPTIMIZER = optax.sgd(1.0)  # rebuilt by main() from the learning rate
 
 
@@ -85,6 +87,10 @@ with_cell, set_cell = closed(1.0)
 
 def with_static(x, scaler):
     return jnp.tanh(x * scaler.scale).sum()
+
+
+def with_weights(x):
+    return (x * WEIGHTS).sum()
 
 
 def with_table(x):
@@ -158,6 +164,7 @@ STEPS = {
     "cell": bounded_jit(with_cell, max_traces=1),
     "static": bounded_jit(with_static, max_traces=1, static_argnames="scaler"),
     "none": bounded_jit(with_table, max_traces=1),
+    "numpy": bounded_jit(with_weights, max_traces=1),
     "nested": bounded_jit(with_nested, max_traces=1),
     "scan": bounded_jit(with_scan, max_traces=1),
     "vjp": bounded_jit(with_vjp, max_traces=1),
@@ -183,6 +190,7 @@ def main():
     set_cell(value)
     SCALER.scale = value
     TABLE = jnp.full((4, 3), value)
+    WEIGHTS[:] = value
     OPTIMIZER = optax.sgd(value)
     step = STEPS[args.kind]
     before = step.compiles_used

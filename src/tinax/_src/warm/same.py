@@ -138,6 +138,11 @@ def _same_values(a: Sequence[Any], b: Sequence[Any], depth: int) -> bool:
 def _same(a: Any, b: Any, depth: int) -> bool:
     """Whether two values (a parameter, a constant, auxiliary data) are the same: the
     same object, or of one type and equal, arrays and numbers bit for bit."""
+    if isinstance(a, np.ndarray) and _mutable(a) and isinstance(b, np.ndarray):
+        # The program's own buffer, held by both traces: what the warm trace's
+        # executable holds is its content when lowered, not known now
+        if a is b or np.may_share_memory(a, b):
+            return False
     if a is b:
         return True
     if depth > _DEPTH or type(a) is not type(b):
@@ -207,6 +212,17 @@ def _same_wrapped(a: Any, b: Any, depth: int) -> bool:
         if step_a is not step_b or not _same(bound_a, bound_b, depth + 1):
             return False
     return _same(a.f, b.f, depth + 1)
+
+
+def _mutable(array: np.ndarray[Any, Any]) -> bool:
+    """Whether the content of ``array`` can change in place: it, or an array it views,
+    is writeable, or it views a buffer that is not ``bytes``."""
+    value: Any = array
+    while isinstance(value, np.ndarray):
+        if cast("np.ndarray[Any, Any]", value).flags.writeable:
+            return True
+        value = cast("np.ndarray[Any, Any]", value).base
+    return value is not None and not isinstance(value, bytes)
 
 
 def _same_array(a: Any, b: Any) -> bool:
