@@ -138,11 +138,8 @@ def _same_values(a: Sequence[Any], b: Sequence[Any], depth: int) -> bool:
 def _same(a: Any, b: Any, depth: int) -> bool:
     """Whether two values (a parameter, a constant, auxiliary data) are the same: the
     same object, or of one type and equal, arrays and numbers bit for bit."""
-    if isinstance(a, np.ndarray) and _mutable(a) and isinstance(b, np.ndarray):
-        # The program's own buffer, held by both traces: what the warm trace's
-        # executable holds is its content when lowered, not known now
-        if a is b or np.may_share_memory(a, b):
-            return False
+    if _shared_buffer(a, b):
+        return False
     if a is b:
         return True
     if depth > _DEPTH or type(a) is not type(b):
@@ -212,6 +209,15 @@ def _same_wrapped(a: Any, b: Any, depth: int) -> bool:
         if step_a is not step_b or not _same(bound_a, bound_b, depth + 1):
             return False
     return _same(a.f, b.f, depth + 1)
+
+
+def _shared_buffer(a: Any, b: Any) -> bool:
+    """Whether both traces hold one buffer of the program's that can change in place:
+    what the warm trace's executable holds is its content when lowered, not known now."""
+    if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+        return False
+    x, y = cast("np.ndarray[Any, Any]", a), cast("np.ndarray[Any, Any]", b)
+    return _mutable(x) and (x is y or bool(np.may_share_memory(x, y)))
 
 
 def _mutable(array: np.ndarray[Any, Any]) -> bool:
