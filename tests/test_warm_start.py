@@ -2,6 +2,7 @@
 second; a stale, corrupt or unwritable manifest is a log line, never a wrong result."""
 
 import enum
+import functools
 import importlib
 import json
 import os
@@ -512,11 +513,15 @@ DAMAGE = {
     ),
     "no data": (
         lambda c: _signature(c).pop("data"),
-        'object \'f\': a signature lacks "text" or "data"',
+        "object 'f': a signature's \"data\" is missing or not a string",
     ),
     "text": (
         lambda c: _signature(c).update(text=3),
-        'object \'f\': a signature lacks "text" or "data"',
+        "object 'f': a signature's \"text\" is missing or not a string",
+    ),
+    "data": (
+        lambda c: _signature(c).update(data=12),
+        "object 'f': a signature's \"data\" is missing or not a string",
     ),
     "object runs": (
         lambda c: c["objects"]["f"].update(runs=-1),
@@ -843,8 +848,11 @@ STATE_KINDS = [
     "cell",
     "static",
     "none",
+    "numpy",
     "nested",
     "scan",
+    "vjp",
+    "rule",
     "optimizer",
 ]
 
@@ -883,7 +891,7 @@ class TestStateSetAfterTheWarmTrace:
         assert (warm["traces_used"], warm["compiles_used"]) == (1, 1)
         assert CHANGED in log
 
-    @pytest.mark.parametrize("kind", ["global", "static", "nested", "scan", "optimizer"])
+    @pytest.mark.parametrize("kind", ["global", "static", "nested", "scan", "vjp", "optimizer"])
     def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
         self, tmp_path, kind
     ):
@@ -924,6 +932,78 @@ class TestSameStage:
         first, second = (self._stage(step, params, jnp.ones(3)) for _ in range(2))
         assert same.same_stage(first, second)
 
+    def test_two_traces_of_a_custom_vjp_call_are_the_same_until_its_primal_reads_another_value(
+        self,
+    ):
+        scale = [2.0]
+
+        @jax.custom_vjp
+        def clipped(x):
+            return jnp.sin(x) * scale[0]
+
+        def forward(x):
+            return clipped(x), x
+
+        def backward(residual, g):
+            return (g * jnp.cos(residual),)
+
+        clipped.defvjp(forward, backward)
+
+        def step(x):  # the rules are traced only when the jaxpr is differentiated
+            return clipped(x).sum()
+
+        before = self._stage(step, jnp.ones(3))
+        assert same.same_stage(before, self._stage(step, jnp.ones(3)))
+        scale[0] = 3.0
+        assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
+
+    def test_two_traces_of_an_odeint_are_the_same(self):
+        from jax.experimental.ode import odeint
+
+        def step(y0):  # odeint's custom_vjp is given a bound method made in the trace
+            return odeint(lambda y, t: -y, y0, jnp.array([0.0, 1.0]))
+
+        first, second = (self._stage(step, jnp.ones(3)) for _ in range(2))
+        assert same.same_stage(first, second)
+
+    @pytest.mark.parametrize("rule", ["custom_jvp", "custom_vjp", "closure"])
+    def test_a_derivative_rule_given_another_value_differs_though_the_primal_is_the_same(
+        self, rule
+    ):
+        """A rule runs only when the jaxpr is differentiated (a ``jax.grad`` around the
+        object, or an outer trace's), with the values the trace gave it: a
+        ``nondiff_argnums`` argument or a cell of a rule made in the trace."""
+        clip = [1.0]
+
+        @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+        def scaled_jvp(scale, x):
+            return x
+
+        @scaled_jvp.defjvp
+        def _(scale, primals, tangents):
+            return primals[0], tangents[0] * scale
+
+        @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+        def scaled_vjp(scale, x):
+            return x
+
+        scaled_vjp.defvjp(lambda scale, x: (x, None), lambda scale, _, g: (g * scale,))
+
+        def made_in_the_trace(scale, x):
+            inner = jax.custom_jvp(lambda v: v)
+            inner.defjvp(lambda primals, tangents: (primals[0], tangents[0] * scale))
+            return inner(x)
+
+        scaled = {"custom_jvp": scaled_jvp, "custom_vjp": scaled_vjp}.get(rule, made_in_the_trace)
+
+        def step(x):
+            return (scaled(clip[0], x) ** 2).sum()
+
+        before = self._stage(step, jnp.ones(3))
+        assert same.same_stage(before, self._stage(step, jnp.ones(3)))
+        clip[0] = 0.25
+        assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
+
     @pytest.mark.parametrize(
         ("first", "second"),
         [(1.0, 0.5), (0.0, -0.0), (1.0, 1.0 + 2**-23)],  # literals, bit for bit
@@ -949,6 +1029,32 @@ class TestSameStage:
         assert same.same_stage(before, self._stage(step, jnp.ones(64)))  # equal values
         table[0][63] = 1.0
         assert not same.same_stage(before, self._stage(step, jnp.ones(64)))
+
+    @pytest.mark.parametrize("read_as", ["array", "view", "read-only view", "sliced in the trace"])
+    def test_a_numpy_array_the_program_can_change_in_place_is_never_known_the_same(self, read_as):
+        """A NumPy array the step uses as an operand is a constant JAX views, not copies:
+        the executable compiled ahead holds its content when it was lowered, and the
+        program may have filled it since (``TABLE[:] = ...`` in main())."""
+        table = np.ones((4, 3), np.float32)
+        view = table[1:]
+        view.flags.writeable = read_as != "read-only view"  # its base still writeable
+        operand = table if read_as == "array" else view
+
+        def step(x):
+            return x * (table[1:] if read_as == "sliced in the trace" else operand)
+
+        x = jnp.ones(operand.shape if read_as != "sliced in the trace" else (3, 3))
+        assert not same.same_stage(self._stage(step, x), self._stage(step, x))
+
+    def test_a_numpy_array_made_in_the_trace_or_frozen_is_compared_by_value(self):
+        frozen = np.ones((4, 3), np.float32)
+        frozen.flags.writeable = False  # owns its data, read-only
+
+        def step(x):
+            return x * frozen + np.tril(np.ones((4, 3), np.float32))
+
+        first, second = (self._stage(step, jnp.ones((4, 3))) for _ in range(2))
+        assert same.same_stage(first, second)
 
     def test_a_non_array_output_that_differs_differs(self):
         label = ["a"]

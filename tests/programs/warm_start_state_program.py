@@ -7,13 +7,17 @@ The step is built at module level, so with warm start on its warm trace is made 
 the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
 global, an attribute of a module-level object, a class attribute, a closure cell, the
 content of a static argument, a global that is ``None`` until ``main()`` loads it, a
-global read by a nested ``jax.jit`` or by a ``lax.scan`` body, or an equinox step
-whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from the learning rate).
+NumPy array that ``main()`` fills in place, a
+global read by a nested ``jax.jit``, a ``lax.scan`` body or a ``custom_vjp`` function, a
+global given to a derivative rule as a ``nondiff_argnums`` argument (``jax.grad`` of the
+step), or an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds
+from the learning rate).
 Prints one JSON line: the result's bytes as hex, the step's counts, and its compiles
 before the call. Log records of the ``tinax`` logger go to stderr.
 """
 
 import argparse
+import functools
 import json
 import logging
 import sys
@@ -37,6 +41,7 @@ if __name__ == "__main__":  # not when collection imports it (--doctest-modules)
 SCALE = 1.0  # a module global
 CONFIG = types.SimpleNamespace(scale=1.0)  # an attribute of a module-level object
 TABLE = None  # loaded by main()
+WEIGHTS = np.ones((4, 3), np.float32)  # filled in place by main()
 OPTIMIZER = optax.sgd(1.0)  # rebuilt by main() from the learning rate
 
 
@@ -84,6 +89,10 @@ def with_static(x, scaler):
     return jnp.tanh(x * scaler.scale).sum()
 
 
+def with_weights(x):
+    return (x * WEIGHTS).sum()
+
+
 def with_table(x):
     return (x * TABLE).sum()
 
@@ -105,6 +114,40 @@ def with_scan(x):
     return jax.lax.scan(scan_body, jnp.zeros(()), x)[0]
 
 
+@jax.custom_vjp
+def clipped(x):  # its rules are traced only when the step is differentiated
+    return jnp.tanh(x * SCALE)
+
+
+def clipped_forward(x):
+    return clipped(x), x
+
+
+def clipped_backward(x, g):
+    return (g * SCALE,)
+
+
+clipped.defvjp(clipped_forward, clipped_backward)
+
+
+def with_vjp(x):
+    return clipped(x).sum()
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def scaled_gradient(scale, x):  # the identity, whose derivative is scaled
+    return x
+
+
+@scaled_gradient.defjvp
+def scaled_gradient_jvp(scale, primals, tangents):
+    return primals[0], tangents[0] * scale
+
+
+def with_rule(x):  # SCALE reaches only the derivative rule: main() differentiates the step
+    return (scaled_gradient(SCALE, x) ** 2).sum()
+
+
 def train(params, opt_state, x):
     def loss_of(model):
         return ((jax.vmap(model)(x) - 1.0) ** 2).mean()
@@ -121,8 +164,11 @@ STEPS = {
     "cell": bounded_jit(with_cell, max_traces=1),
     "static": bounded_jit(with_static, max_traces=1, static_argnames="scaler"),
     "none": bounded_jit(with_table, max_traces=1),
+    "numpy": bounded_jit(with_weights, max_traces=1),
     "nested": bounded_jit(with_nested, max_traces=1),
     "scan": bounded_jit(with_scan, max_traces=1),
+    "vjp": bounded_jit(with_vjp, max_traces=1),
+    "rule": bounded_jit(with_rule, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
 }
 if start.active() is not None:  # the warm traces are made during the import, before main()
@@ -144,6 +190,7 @@ def main():
     set_cell(value)
     SCALER.scale = value
     TABLE = jnp.full((4, 3), value)
+    WEIGHTS[:] = value
     OPTIMIZER = optax.sgd(value)
     step = STEPS[args.kind]
     before = step.compiles_used
@@ -155,6 +202,8 @@ def main():
         opt_state = optax.sgd(value).init(eqx.filter(model, eqx.is_array))
         model, _, _ = step(model, opt_state, x)
         out = step(model, opt_state, x)[2]  # the loss after one update
+    elif args.kind == "rule":
+        out = jax.grad(step)(x)
     elif args.precompile:
         out = step.precompile(x)(x)
     else:

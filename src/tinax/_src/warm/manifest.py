@@ -235,8 +235,10 @@ def _place(name: str, entry: object) -> Place:
             raise ManifestError(f"object {name!r}: a signature is not a JSON object")
         signature = cast("dict[str, Any]", item)
         text, data = signature.get("text"), signature.get("data")
-        if not isinstance(text, str) or not isinstance(data, str):
-            raise ManifestError(f'object {name!r}: a signature lacks "text" or "data"')
+        if not isinstance(text, str):
+            raise ManifestError(_not_a_string(name, "text"))
+        if not isinstance(data, str):
+            raise ManifestError(_not_a_string(name, "data"))
         try:  # checked here, so that a damaged field reads as any other damage
             base64.b64decode(data, validate=True)
         except ValueError:  # binascii.Error: "Incorrect padding", "Non-base64 digit found"
@@ -252,6 +254,10 @@ def _place(name: str, entry: object) -> Place:
         tuple(ranked(kept)),
         runs,
     )
+
+
+def _not_a_string(name: str, field: str) -> str:
+    return f'object {name!r}: a signature\'s "{field}" is missing or not a string'
 
 
 def _count(name: str, fields: Mapping[str, Any], key: str) -> int:

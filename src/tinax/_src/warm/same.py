@@ -138,6 +138,8 @@ def _same_values(a: Sequence[Any], b: Sequence[Any], depth: int) -> bool:
 def _same(a: Any, b: Any, depth: int) -> bool:
     """Whether two values (a parameter, a constant, auxiliary data) are the same: the
     same object, or of one type and equal, arrays and numbers bit for bit."""
+    if _shared_buffer(a, b):
+        return False
     if a is b:
         return True
     if depth > _DEPTH or type(a) is not type(b):
@@ -154,12 +156,24 @@ def _same(a: Any, b: Any, depth: int) -> bool:
         mapping = cast("dict[Any, Any]", a)
         return list(mapping) == list(b) and all(_same(mapping[k], b[k], depth + 1) for k in mapping)
     if type(a).__name__ == "WrappedFun" and hasattr(a, "debug_info"):
-        # A derivative rule's lazy trace (custom_jvp's jvp_jaxpr_fun): made anew by each
-        # trace, run only when the jaxpr is differentiated, never by the executable; the
-        # rule is compared by which function it is (name, source, arguments).
-        return a.debug_info == b.debug_info
+        # A derivative rule's lazy trace (custom_jvp's jvp_jaxpr_fun, custom_vjp's
+        # forward and backward): made anew by each trace, run when the jaxpr is
+        # differentiated, with the values the trace gave the rule
+        return a.debug_info == b.debug_info and _same_wrapped(a, b, depth)
+    if type(a).__name__ in ("Unhashable", "Hashable") and hasattr(a, "val"):
+        return _same(a.val, b.val, depth + 1)  # JAX's box of a value: the value
     if isinstance(a, types.FunctionType):  # a function made in the trace: its code and cells
         return _same_function(a, b, depth)
+    if isinstance(a, types.MethodType):  # a bound method: its function and its object
+        return a.__func__ is b.__func__ and _same(a.__self__, b.__self__, depth + 1)
+    if type(a) is object:  # a bare sentinel (a memo's): holds nothing
+        return True
+    if type(a).__name__.endswith("Trace") and type(a).__module__.startswith("jax."):
+        return True  # the trace a lazy rule's thunk belongs to: each trace's own
+    if type(a).__name__ in _STORES and hasattr(a, "__slots__"):
+        # JAX's output store of a lazy rule's trace (custom_vjp's ``out_trees``, filled
+        # when the forward rule is traced): what it holds, empty only as empty
+        return _same(_stored(a), _stored(b), depth + 1)
     if isinstance(a, (str, bytes, int, bool, type(None))):
         return a == b
     if dataclasses.is_dataclass(a):  # JAX's (a callback's wrapper): field by field
@@ -171,6 +185,50 @@ def _same(a: Any, b: Any, depth: int) -> bool:
         return bool(a == b)  # an object of its own: its equality, if it has one
     except Exception:
         return False
+
+
+_STORES = ("Store", "EqualStore")  # jax._src.linear_util's
+_EMPTY = object()
+
+
+def _stored(store: Any) -> Any:
+    """What a ``linear_util`` store holds (an ``EqualStore`` wraps a ``Store``), or
+    `_EMPTY` (reading ``val`` of an empty one raises)."""
+    inner = getattr(store, "_store", store)
+    return inner.val if inner else _EMPTY
+
+
+def _same_wrapped(a: Any, b: Any, depth: int) -> bool:
+    """Two ``linear_util.WrappedFun``: the same function (`_same`: its code and cells,
+    where JAX's thunk around the user's rule holds the rule, its trace and its memo)
+    with the same values bound by each transformation (a ``nondiff_argnums``
+    argument, an output store) and parameters."""
+    if len(a.transforms) != len(b.transforms) or not _same(a.params, b.params, depth + 1):
+        return False
+    for (step_a, bound_a), (step_b, bound_b) in zip(a.transforms, b.transforms, strict=True):
+        if step_a is not step_b or not _same(bound_a, bound_b, depth + 1):
+            return False
+    return _same(a.f, b.f, depth + 1)
+
+
+def _shared_buffer(a: Any, b: Any) -> bool:
+    """Whether both traces hold one buffer of the program's that can change in place:
+    what the warm trace's executable holds is its content when lowered, not known now."""
+    if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+        return False
+    x, y = cast("np.ndarray[Any, Any]", a), cast("np.ndarray[Any, Any]", b)
+    return _mutable(x) and (x is y or bool(np.may_share_memory(x, y)))
+
+
+def _mutable(array: np.ndarray[Any, Any]) -> bool:
+    """Whether the content of ``array`` can change in place: it, or an array it views,
+    is writeable, or it views a buffer that is not ``bytes``."""
+    value: Any = array
+    while isinstance(value, np.ndarray):
+        if cast("np.ndarray[Any, Any]", value).flags.writeable:
+            return True
+        value = cast("np.ndarray[Any, Any]", value).base
+    return value is not None and not isinstance(value, bytes)
 
 
 def _same_array(a: Any, b: Any) -> bool:

@@ -138,9 +138,9 @@ class Warming:
             self._drop(
                 number,
                 (args, kwargs),
-                "what the function reads changed between the warm trace and its first call "
-                "(the program set a global, an attribute or a static it reads after the "
-                "warm trace)",
+                "what the function reads changed between the warm trace and its first call, "
+                "or may have (the program set a global, an attribute or a static it reads "
+                "after the warm trace, or can fill a NumPy array it reads in place)",
             )
 
     def _drop(
