@@ -95,8 +95,10 @@ class TestOutsideTheBuckets:
             "  tokens, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64\n"
             "  mask, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64\n"
             "How to fix:\n"
-            "  pad each input to its bucket before the call: tinax.jit.pad_to_bucket(x, sizes, "
-            "axis=...) returns it padded and its true size (for a mask)\n"
+            "  pad before the call: tokens, length = tinax.jit.pad_to_bucket(tokens, (16, 32, 64), "
+            "axis=1) (length: its true size, to mask the padding)\n"
+            "  pad before the call: mask, length = tinax.jit.pad_to_bucket(mask, (16, 32, 64), "
+            "axis=1) (length: its true size, to mask the padding)\n"
             "  or add the size to buckets= and raise max_traces with it\n"
             f"Called from tests/test_buckets.py:{line}."
         )
@@ -114,8 +116,9 @@ class TestOutsideTheBuckets:
             "or add a larger bucket"
         ) in text
         assert (
-            "How to fix:\n  split the input into sizes the buckets hold\n"
-            "  or add a larger bucket to buckets= and raise max_traces with it"
+            "How to fix:\n  tokens, axis 1: split the input into pieces of at most 64 (the largest "
+            "bucket), or add a larger bucket to buckets= and raise max_traces with it\n"
+            "  mask, axis 1: split"
         ) in text
         assert "pad it to" not in text
 
@@ -207,6 +210,24 @@ class TestOutsideTheBuckets:
         assert norms.traces_used == 1
 
 
+class TestRetraceLog:
+    def test_a_first_trace_of_a_bucket_is_debug_a_second_of_one_combination_a_retrace(self, caplog):
+        """A new dtype at a bucket already traced is a retrace as any other (``INFO``,
+        with its difference), not the expected trace of a bucket; and budgets() names it."""
+        step = tied()
+        with caplog.at_level(logging.DEBUG, logger="tinax"):
+            step(batch_of(16))
+            step(batch_of(32))
+            step({"tokens": jnp.ones((2, 16), jnp.int32), "mask": jnp.ones((2, 16))})
+        records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "tinax"]
+        assert [level for level, _ in records] == [logging.DEBUG, logging.DEBUG, logging.INFO]
+        assert "bucket batch axis 1: 32" in records[1][1]
+        assert "retrace, trace 3" in records[2][1]
+        assert "batch['tokens']: f32[2,16] -> i32[2,16] (dtype)" in records[2][1]
+        row = next(line for line in str(budgets()).splitlines() if "total" in line)
+        assert "batch['tokens']" in row
+
+
 class TestExplain:
     def test_names_a_call_outside_the_buckets_without_tracing(self):
         step = make_step()
@@ -228,6 +249,31 @@ class TestExplain:
             "  mask, axis 1: 40 is no bucket of (16, 32, 64): pad it to 64",
         ]
         assert step.traces_used == 1
+
+    def test_its_shape_fix_is_true_of_the_buckets(self):
+        """No generic "pad or bucket inputs" for an object that has buckets: the code that
+        pads to the bucket (even with no trace to compare), that a size is larger than the
+        largest, or, for a bucket not traced yet, compiling them ahead."""
+        step = tied()
+        first = str(step.explain(batch_of(20)))
+        assert first.splitlines()[-3:] == [
+            "How to fix:",
+            "  shape: pad before the call: batch['mask'], length = tinax.jit.pad_to_bucket("
+            "batch['mask'], (16, 32, 64), axis=1) (length: its true size, to mask the padding)",
+            "  shape: pad before the call: batch['tokens'], length = tinax.jit.pad_to_bucket("
+            "batch['tokens'], (16, 32, 64), axis=1) (length: its true size, to mask the padding)",
+        ]
+        step(batch_of(16))
+        texts = [str(step.explain(batch_of(length))) for length in (20, 65, 32)]
+        assert all("pad or bucket inputs" not in text for text in texts)
+        assert "  shape: pad before the call: batch['mask'], length = " in texts[0]
+        assert "  shape: batch, axis 1: split the input into pieces of at most 64" in texts[1]
+        assert (
+            "  shape: this call's sizes (batch axis 1: 32) are buckets, each combination traced "
+            "once: compile them all ahead with the object's precompile_buckets(*example_args)"
+        ) in texts[2]
+        other = str(step.explain({"tokens": jnp.ones((3, 16)), "mask": jnp.ones((3, 16))}))
+        assert "pad or bucket inputs to a few fixed shapes" in other  # axis 0 has no buckets
 
     def test_a_call_inside_the_buckets_is_not_outside(self):
         step = make_step()

@@ -119,12 +119,14 @@ def counted(
             if policy == "raise":
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)  # the call's own error first
-                raise trace_reports.refused(reported, max_traces, used, attempt, history, attempted)
+                raise trace_reports.refused(
+                    reported, max_traces, used, attempt, history, attempted, handle.buckets
+                )
             try:
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)
                 trace_reports.overrun(
-                    reported, max_traces, used, attempt, history, attempted, policy
+                    reported, max_traces, used, attempt, history, attempted, policy, handle.buckets
                 )
             except BaseException:  # the warning, raised as an error by a warnings filter
                 with ledger.lock:

@@ -155,9 +155,11 @@ class BudgetedMixin:
         )
         buckets = self._plan.buckets
         if explanation.retraces and buckets is not None:  # named as its trace would be
-            misses = declared.misses(type(self).__name__, buckets, call)
+            api = type(self).__name__
+            misses = declared.misses(api, buckets, call)
             outside = tuple(miss.text() for miss in misses)
-            return attrs.evolve(explanation, outside_buckets=outside)
+            fix = declared.shape_fix(api, buckets, explanation.closest, call)
+            return attrs.evolve(explanation, outside_buckets=outside, shape_fix=fix)
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)

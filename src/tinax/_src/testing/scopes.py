@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Generator
 from typing import Any
 
+from tinax._src.buckets import declared
 from tinax._src.budget import compile_guard
 from tinax._src.core import validation
 from tinax._src.diagnosis import compare, report
@@ -29,6 +30,7 @@ def _new_traces_text(
     location = report.function_location(owner.function)
     where = f"{name} ({location})" if location else name
     count = f"{len(new)} time{'s' if len(new) > 1 else ''}"
+    buckets = owner._plan.buckets  # pyright: ignore[reportPrivateUsage]
     lines = [
         f"{where} traced {count} inside no_new_traces: traces_used {used} -> "
         f"{owner.traces_used} (max_traces={owner.max_traces})."
@@ -36,9 +38,11 @@ def _new_traces_text(
     for signature in new:
         earlier = [old for old in history if old.number < signature.number]
         best, found = compare.closest(earlier, signature)
+        fix = () if buckets is None else declared.shape_fix("", buckets, best, signature)
         lines.append(f"New trace #{signature.number}:")
         lines.extend(
-            f"  {line}" for line in report.explanation_lines(best, found, signature, earlier)
+            f"  {line}"
+            for line in report.explanation_lines(best, found, signature, earlier, shape_fix=fix)
         )
     return "\n".join(lines)
 
