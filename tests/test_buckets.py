@@ -5,6 +5,7 @@ combination ahead, in threads; ``budgets()`` shows them."""
 
 import logging
 import pickle
+import threading
 import warnings
 
 import chex
@@ -297,6 +298,25 @@ class TestPrecompileBuckets:
             np.testing.assert_array_equal(out, jnp.full(tokens.shape[:1], float(tokens.shape[1])))
         assert step.precompile_buckets(example, jnp.ones(())) == 0  # nothing new
         assert step.compiles_used == 6
+
+    def test_counts_the_combinations_it_traced_not_another_threads_traces(self):
+        """A trace another thread makes meanwhile (here, from inside the first bucket's
+        trace, a call at a new dtype) counts against the budget but is not one of the
+        combinations precompile_buckets made new; an inner object's trace neither."""
+        inner = bounded_jit(jnp.negative, max_traces=3)
+        spawned = []
+
+        def total(x):
+            if not spawned:  # the first trace: another thread traces this object meanwhile
+                spawned.append(threading.Thread(target=lambda: step(jnp.ones(4, jnp.int32))))
+                spawned[0].start()
+                spawned[0].join()
+            return inner(x).sum()
+
+        step = bounded_jit(total, max_traces=3, buckets={"x": {0: (4, 8)}})
+        assert step.precompile_buckets(jnp.ones(4)) == 2
+        assert step.traces_used == inner.traces_used == 3
+        assert step.precompile_buckets(jnp.ones(4)) == 0
 
     def test_the_other_dimensions_come_from_the_example(self):
         step = tied()

@@ -316,8 +316,10 @@ class BudgetedMixin:
             **kwargs: Keyword arguments of an example call.
 
         Returns:
-            How many signatures were new: traced and compiled by this call (one
-            traced before is compiled again by JAX only if its executable is gone).
+            How many combinations this call traced and compiled: those that were
+            new (one traced before is compiled again by JAX only if its executable
+            is gone). A trace another thread makes meanwhile (a warm start, a
+            concurrent call) counts against the budget but not here.
 
         Raises:
             ValueError: The object declares no buckets, or an example argument has
