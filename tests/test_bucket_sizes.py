@@ -90,7 +90,7 @@ class TestCheckSizes:
             pytest.param(
                 [],
                 ValueError,
-                "sizes must be a non-empty sequence of positive int, increasing; got [] (list).",
+                "sizes must be a non-empty sequence of positive ints, increasing; got [] (list).",
                 id="empty",
             ),
             pytest.param([0, 4], ValueError, "sizes[0] must be positive; got 0 (int).", id="zero"),
@@ -112,13 +112,14 @@ class TestCheckSizes:
             pytest.param(
                 "48",
                 TypeError,
-                "sizes must be a non-empty sequence of positive int, increasing; got '48' (str).",
+                "sizes must be a non-empty sequence of positive ints, increasing; got '48' (str).",
                 id="str",
             ),
             pytest.param(
                 {4, 8},
                 TypeError,
-                "sizes must be a non-empty sequence of positive int, increasing; got {8, 4} (set).",
+                "sizes must be a non-empty sequence of positive ints, increasing; "
+                "got {8, 4} (set).",
                 id="set",
             ),
             pytest.param(
@@ -131,7 +132,7 @@ class TestCheckSizes:
             pytest.param(
                 4,
                 TypeError,
-                "sizes must be a non-empty sequence of positive int, increasing; got 4 (int).",
+                "sizes must be a non-empty sequence of positive ints, increasing; got 4 (int).",
                 id="int",
             ),
         ],

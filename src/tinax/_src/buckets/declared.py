@@ -118,6 +118,12 @@ def check(
     if not entries:
         return None
     combinations = math.prod(len(entry.sizes) for entry in entries)
+    if max_traces < combinations and len(entries) == 1:
+        [entry] = entries
+        raise ValueError(
+            f"{api}: max_traces must be at least the number of buckets of {entry.path} axis "
+            f"{entry.axis}, {combinations}, since each may trace; got {max_traces}."
+        )
     if max_traces < combinations:
         product = " x ".join(str(len(entry.sizes)) for entry in entries)
         raise ValueError(

@@ -20,7 +20,7 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     """``value`` as a tuple of sizes: a non-empty, ordered sequence of positive ints
     (booleans rejected), strictly increasing. ``api`` and ``parameter`` name it in the
     message (``"BoundedJit"``, ``"buckets['x'][1]"``)."""
-    expected = "a non-empty sequence of positive int, increasing"
+    expected = "a non-empty sequence of positive ints, increasing"
     try:  # ordered and sized: a list, a tuple, a range, a NumPy array (not a set, a str)
         unordered = issubclass(type(value), (str, bytes, set, frozenset))
         ordered = not unordered and hasattr(value, "__len__")
