@@ -47,6 +47,17 @@ def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+def shape_fix(
+    owner: BudgetedMixin, closest: record.TracedSignature | None, call: record.TracedSignature
+) -> tuple[str, ...]:
+    """The fix for ``call``'s shape differences from ``closest`` that is true of
+    ``owner``'s buckets (`declared.shape_fix`); none for an object without buckets."""
+    buckets = owner._plan.buckets  # pyright: ignore[reportPrivateUsage]
+    if buckets is None:
+        return ()
+    return declared.shape_fix(type(owner).__name__, buckets, closest, call)
+
+
 class BudgetedMixin:
     """Introspection and forwarding shared by the two classes (no fields)."""
 
@@ -158,7 +169,7 @@ class BudgetedMixin:
             api = type(self).__name__
             misses = declared.misses(api, buckets, call)
             outside = tuple(miss.text() for miss in misses)
-            fix = declared.shape_fix(api, buckets, explanation.closest, call)
+            fix = shape_fix(self, explanation.closest, call)
             return attrs.evolve(explanation, outside_buckets=outside, shape_fix=fix)
         if explanation.reuses is None:
             return explanation

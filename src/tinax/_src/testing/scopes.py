@@ -7,14 +7,13 @@ import contextlib
 from collections.abc import Generator
 from typing import Any
 
-from tinax._src.buckets import declared
 from tinax._src.budget import compile_guard
 from tinax._src.core import validation
 from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.jit.batched import BatchedJit
 from tinax._src.jit.bounded import BoundedJit
-from tinax._src.jit.methods import BudgetedMixin
+from tinax._src.jit.methods import BudgetedMixin, shape_fix
 
 # --- no new traces -----------------------------------------------------------------------
 
@@ -30,7 +29,6 @@ def _new_traces_text(
     location = report.function_location(owner.function)
     where = f"{name} ({location})" if location else name
     count = f"{len(new)} time{'s' if len(new) > 1 else ''}"
-    buckets = owner._plan.buckets  # pyright: ignore[reportPrivateUsage]
     lines = [
         f"{where} traced {count} inside no_new_traces: traces_used {used} -> "
         f"{owner.traces_used} (max_traces={owner.max_traces})."
@@ -38,7 +36,7 @@ def _new_traces_text(
     for signature in new:
         earlier = [old for old in history if old.number < signature.number]
         best, found = compare.closest(earlier, signature)
-        fix = () if buckets is None else declared.shape_fix("", buckets, best, signature)
+        fix = shape_fix(owner, best, signature)
         lines.append(f"New trace #{signature.number}:")
         lines.extend(
             f"  {line}"
