@@ -90,7 +90,7 @@ class TestCheckSizes:
             pytest.param(
                 [],
                 ValueError,
-                "sizes must be a non-empty sequence of positive int, increasing; got [] (list).",
+                "sizes must be a non-empty sequence of positive ints, increasing; got [] (list).",
                 id="empty",
             ),
             pytest.param([0, 4], ValueError, "sizes[0] must be positive; got 0 (int).", id="zero"),
@@ -112,13 +112,14 @@ class TestCheckSizes:
             pytest.param(
                 "48",
                 TypeError,
-                "sizes must be a non-empty sequence of positive int, increasing; got '48' (str).",
+                "sizes must be a non-empty sequence of positive ints, increasing; got '48' (str).",
                 id="str",
             ),
             pytest.param(
                 {4, 8},
                 TypeError,
-                "sizes must be a non-empty sequence of positive int, increasing; got {8, 4} (set).",
+                "sizes must be a non-empty sequence of positive ints, increasing; "
+                "got {8, 4} (set).",
                 id="set",
             ),
             pytest.param(
@@ -131,7 +132,7 @@ class TestCheckSizes:
             pytest.param(
                 4,
                 TypeError,
-                "sizes must be a non-empty sequence of positive int, increasing; got 4 (int).",
+                "sizes must be a non-empty sequence of positive ints, increasing; got 4 (int).",
                 id="int",
             ),
         ],
@@ -428,16 +429,33 @@ class TestPadToBucketChecksOnce:
     def test_a_tuple_padded_with_again_pads_as_the_first_time(self):
         """The second call with one tuple takes the serving path: the same answers."""
         sizes = (2, 4, 8, 16)
-        for length, axis in [(3, 1), (5, 1), (4, 1), (7, 0), (1, -1)] * 2:
-            x = np.arange(1, 2 * length + 1, dtype=np.int16).reshape(
-                (2, length) if axis != 0 else (length, 2)
-            )
+        cases = [  # the last axis of a matrix and of a vector, the first, a middle one
+            ((2, 3), 1),
+            ((2, 5), 1),
+            ((2, 4), 1),
+            ((7, 2), 0),
+            ((2, 1), -1),
+            ((3,), 0),
+            ((3, 5, 2), -2),
+        ]
+        for shape, axis in cases * 2:
+            length = shape[axis]
+            x = np.arange(1, np.prod(shape) + 1, dtype=np.int16).reshape(shape)
             padded, true = pad_to_bucket(x, sizes, axis=axis)
             bucket = next(size for size in sizes if size >= length)
             assert true == length
             assert padded.shape[axis] == bucket and padded.dtype == np.int16
             assert np.array_equal(np.take(padded, range(length), axis=axis), x)
             assert not np.take(padded, range(length, bucket), axis=axis).any()
+
+    def test_an_array_of_no_numbers_is_refused_on_the_serving_path_too(self):
+        """After a NumPy array of numbers took the serving path with a tuple, an array of
+        strings or objects padded with that tuple is still refused, naming ``x``."""
+        sizes = (2, 4)
+        assert pad_to_bucket(np.ones((1, 3), np.int32), sizes, axis=1)[0].shape == (1, 4)
+        for x in (np.array([["a", "b", "c"]]), np.array([[1, None, 2]], dtype=object)):
+            error = raised_by(pad_to_bucket, x, sizes, axis=1)
+            assert type(error) is TypeError and "pad_to_bucket: x must be" in str(error)
 
     def test_a_host_array_is_padded_with_zeros_after_its_values(self):
         x = np.arange(6, dtype=np.int32).reshape(2, 3)

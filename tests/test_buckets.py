@@ -5,6 +5,7 @@ combination ahead, in threads; ``budgets()`` shows them."""
 
 import logging
 import pickle
+import threading
 import warnings
 
 import chex
@@ -95,8 +96,10 @@ class TestOutsideTheBuckets:
             "  tokens, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64\n"
             "  mask, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64\n"
             "How to fix:\n"
-            "  pad each input to its bucket before the call: tinax.jit.pad_to_bucket(x, sizes, "
-            "axis=...) returns it padded and its true size (for a mask)\n"
+            "  pad before the call: tokens, length = tinax.jit.pad_to_bucket(tokens, (16, 32, 64), "
+            "axis=1) (length: its true size, to mask the padding)\n"
+            "  pad before the call: mask, length = tinax.jit.pad_to_bucket(mask, (16, 32, 64), "
+            "axis=1) (length: its true size, to mask the padding)\n"
             "  or add the size to buckets= and raise max_traces with it\n"
             f"Called from tests/test_buckets.py:{line}."
         )
@@ -114,8 +117,9 @@ class TestOutsideTheBuckets:
             "or add a larger bucket"
         ) in text
         assert (
-            "How to fix:\n  split the input into sizes the buckets hold\n"
-            "  or add a larger bucket to buckets= and raise max_traces with it"
+            "How to fix:\n  tokens, axis 1: split the input into pieces of at most 64 (the largest "
+            "bucket), or add a larger bucket to buckets= and raise max_traces with it\n"
+            "  mask, axis 1: split"
         ) in text
         assert "pad it to" not in text
 
@@ -207,6 +211,24 @@ class TestOutsideTheBuckets:
         assert norms.traces_used == 1
 
 
+class TestRetraceLog:
+    def test_a_first_trace_of_a_bucket_is_debug_a_second_of_one_combination_a_retrace(self, caplog):
+        """A new dtype at a bucket already traced is a retrace as any other (``INFO``,
+        with its difference), not the expected trace of a bucket; and budgets() names it."""
+        step = tied()
+        with caplog.at_level(logging.DEBUG, logger="tinax"):
+            step(batch_of(16))
+            step(batch_of(32))
+            step({"tokens": jnp.ones((2, 16), jnp.int32), "mask": jnp.ones((2, 16))})
+        records = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "tinax"]
+        assert [level for level, _ in records] == [logging.DEBUG, logging.DEBUG, logging.INFO]
+        assert "bucket batch axis 1: 32" in records[1][1]
+        assert "retrace, trace 3" in records[2][1]
+        assert "batch['tokens']: f32[2,16] -> i32[2,16] (dtype)" in records[2][1]
+        row = next(line for line in str(budgets()).splitlines() if "total" in line)
+        assert "batch['tokens']" in row
+
+
 class TestExplain:
     def test_names_a_call_outside_the_buckets_without_tracing(self):
         step = make_step()
@@ -228,6 +250,31 @@ class TestExplain:
             "  mask, axis 1: 40 is no bucket of (16, 32, 64): pad it to 64",
         ]
         assert step.traces_used == 1
+
+    def test_its_shape_fix_is_true_of_the_buckets(self):
+        """No generic "pad or bucket inputs" for an object that has buckets: the code that
+        pads to the bucket (even with no trace to compare), that a size is larger than the
+        largest, or, for a bucket not traced yet, compiling them ahead."""
+        step = tied()
+        first = str(step.explain(batch_of(20)))
+        assert first.splitlines()[-3:] == [
+            "How to fix:",
+            "  shape: pad before the call: batch['mask'], length = tinax.jit.pad_to_bucket("
+            "batch['mask'], (16, 32, 64), axis=1) (length: its true size, to mask the padding)",
+            "  shape: pad before the call: batch['tokens'], length = tinax.jit.pad_to_bucket("
+            "batch['tokens'], (16, 32, 64), axis=1) (length: its true size, to mask the padding)",
+        ]
+        step(batch_of(16))
+        texts = [str(step.explain(batch_of(length))) for length in (20, 65, 32)]
+        assert all("pad or bucket inputs" not in text for text in texts)
+        assert "  shape: pad before the call: batch['mask'], length = " in texts[0]
+        assert "  shape: batch, axis 1: split the input into pieces of at most 64" in texts[1]
+        assert (
+            "  shape: this call's sizes (batch axis 1: 32) are buckets, each combination traced "
+            "once: compile them all ahead with the object's precompile_buckets(*example_args)"
+        ) in texts[2]
+        other = str(step.explain({"tokens": jnp.ones((3, 16)), "mask": jnp.ones((3, 16))}))
+        assert "pad or bucket inputs to a few fixed shapes" in other  # axis 0 has no buckets
 
     def test_a_call_inside_the_buckets_is_not_outside(self):
         step = make_step()
@@ -251,6 +298,25 @@ class TestPrecompileBuckets:
             np.testing.assert_array_equal(out, jnp.full(tokens.shape[:1], float(tokens.shape[1])))
         assert step.precompile_buckets(example, jnp.ones(())) == 0  # nothing new
         assert step.compiles_used == 6
+
+    def test_counts_the_combinations_it_traced_not_another_threads_traces(self):
+        """A trace another thread makes meanwhile (here, from inside the first bucket's
+        trace, a call at a new dtype) counts against the budget but is not one of the
+        combinations precompile_buckets made new; an inner object's trace neither."""
+        inner = bounded_jit(jnp.negative, max_traces=3)
+        spawned = []
+
+        def total(x):
+            if not spawned:  # the first trace: another thread traces this object meanwhile
+                spawned.append(threading.Thread(target=lambda: step(jnp.ones(4, jnp.int32))))
+                spawned[0].start()
+                spawned[0].join()
+            return inner(x).sum()
+
+        step = bounded_jit(total, max_traces=3, buckets={"x": {0: (4, 8)}})
+        assert step.precompile_buckets(jnp.ones(4)) == 2
+        assert step.traces_used == inner.traces_used == 3
+        assert step.precompile_buckets(jnp.ones(4)) == 0
 
     def test_the_other_dimensions_come_from_the_example(self):
         step = tied()

@@ -866,10 +866,14 @@ class TestWarmRestart:
         """Warm start traces the recorded buckets ahead and loads them from JAX's
         persistent cache; ``precompile_buckets`` then finds them (or, run before warm
         start's threads reach the object, traces them itself and loads them): nothing
-        compiles, and no call traces or compiles."""
+        compiles, and no call traces or compiles. precompile_buckets returns the buckets
+        it traced itself; JAX's count during it also takes in those warm start's threads
+        traced meanwhile."""
         cell = warm_runs[1][mode.name]
         assert cell["same result"], cell
-        assert cell["made by precompile_buckets"] == [cell["precompile_buckets"], 0], cell
+        traced, compiled = cell["made by precompile_buckets"]
+        assert cell["precompile_buckets"] <= traced <= len(BUCKET_SIZES), cell
+        assert compiled == 0, cell
         assert cell["made in the calls"] == [0, 0, 0], cell
         assert cell["tinax"] == cell["jax"] == [2, 0, 2], cell
         assert cell["clean"], cell

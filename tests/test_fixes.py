@@ -8,7 +8,9 @@ import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import tinax
 from tinax.jit import TraceBudgetError, bounded_jit, pad_to_bucket
+from tinax.testing import no_new_traces
 
 
 def fix_for(step, calls, kind):
@@ -40,6 +42,24 @@ def scale(x, n):
 
 def pick(x, train):
     return x * 2 if train else x - 1  # a mode flag read by a Python if
+
+
+def fixes_of(step, *args):
+    """The lines under "How to fix:" of the error ``step(*args)`` raises."""
+    with pytest.raises(TraceBudgetError) as info:
+        step(*args)
+    text = str(info.value).splitlines()
+    return [line for line in text[text.index("How to fix:") + 1 :] if line.startswith("  ")]
+
+
+def run_the_code(line, namespace=None, **names):
+    """Runs the code a fix line writes (``pad ... before the call: <code> (length: ...)``)
+    in ``namespace`` with ``tinax`` and ``names``; returns the namespace."""
+    namespace = {} if namespace is None else namespace
+    namespace.update(names, tinax=tinax)
+    code = line.split(" before the call: ", 1)[1].rsplit(" (length: ", 1)[0]
+    exec(code, namespace)
+    return namespace
 
 
 class TestFixesFollowedLiterallyRun:
@@ -82,6 +102,91 @@ class TestFixesFollowedLiterallyRun:
         runs_as_jax_jit(step, jax.jit(total), padded, traces=2)
         for (x,), (bucketed,) in zip(calls, padded, strict=True):
             np.testing.assert_array_equal(step(bucketed), jax.jit(total)(x))  # zeros add 0
+
+    def test_shape_outside_the_buckets_padded_by_the_code_the_error_writes(self):
+        """An object with buckets, called outside them: the error's fix and explain's are
+        the same code, naming the argument, its buckets and its axis; run as written, it
+        pads to the named bucket, which runs in a declared trace with jax.jit's result."""
+
+        def total(x):
+            return x.sum(0)
+
+        step = bounded_jit(total, max_traces=3, buckets={"x": {0: (4, 8, 16)}})
+        step(jnp.ones((4, 3)))
+        x = jnp.arange(15.0).reshape(5, 3)
+        explained = [line for line in str(step.explain(x)).splitlines() if "  shape: " in line]
+        assert "pad or bucket inputs" not in str(step.explain(x))
+        fix = fixes_of(step, x)
+        assert [line.replace("  shape: ", "  ") for line in explained] == fix[:1]
+        namespace = run_the_code(fix[0], x=x)
+        assert namespace["x"].shape == (8, 3) and namespace["length"] == 5
+        np.testing.assert_array_equal(step(namespace["x"]), jax.jit(total)(x))  # zeros add 0
+        assert step.traces_used == 2
+        assert fix[1] == "  or add the size to buckets= and raise max_traces with it"
+
+    def test_shape_outside_the_buckets_arrays_of_one_key_padded_to_one_bucket(self):
+        """Arrays under one key whose sizes differ: each fix line, run as written, pads
+        one of them to the bucket that holds the largest, and the call runs."""
+
+        def total(batch):
+            return (batch["tokens"][:, :16] * batch["mask"][:, :16]).sum()
+
+        step = bounded_jit(total, max_traces=3, buckets={"batch": {1: (16, 32, 64)}})
+        batch = {"tokens": jnp.ones((2, 16)), "mask": jnp.ones((2, 20))}
+        fix = fixes_of(step, batch)
+        assert len(fix) == 3 and fix[2].startswith("  or, where those arrays' sizes differ by")
+        namespace = {"batch": dict(batch)}
+        for line in fix[:2]:
+            assert line.startswith("  pad to 32, one bucket for the arrays under batch before")
+            run_the_code(line, namespace)
+        assert {key: value.shape for key, value in namespace["batch"].items()} == {
+            "tokens": (2, 32),
+            "mask": (2, 32),
+        }
+        np.testing.assert_array_equal(step(namespace["batch"]), jax.jit(total)(batch))
+
+    def test_shape_larger_than_the_largest_bucket_split_into_pieces(self):
+        """Larger than the largest bucket: split into pieces of at most that size, as the
+        fix says; each piece pads to a bucket and the pieces' sums add up to jax.jit's."""
+
+        def total(x):
+            return x.sum(0)
+
+        step = bounded_jit(total, max_traces=3, buckets={"x": {0: (4, 8, 16)}})
+        x = jnp.arange(40.0)
+        [fix] = fixes_of(step, x)
+        assert fix == (
+            "  x, axis 0: split the input into pieces of at most 16 (the largest bucket), or "
+            "add a larger bucket to buckets= and raise max_traces with it"
+        )
+        explained = str(step.explain(x))
+        assert fix.replace("  x, axis", "  shape: x, axis") in explained.splitlines()
+        pieces = [pad_to_bucket(x[start : start + 16], (4, 8, 16))[0] for start in (0, 16, 32)]
+        assert sum(float(step(piece)) for piece in pieces) == float(jax.jit(total)(x))
+        assert step.traces_used == 2  # 16 and 8
+
+    def test_shape_a_bucket_not_yet_compiled_compiled_ahead(self):
+        """A call at a bucket that traces inside no_new_traces: the fix is to compile the
+        buckets ahead with precompile_buckets; done, no bucket traces."""
+
+        def total(x):
+            return x.sum(0)
+
+        step = bounded_jit(total, max_traces=3, buckets={"x": {0: (4, 8, 16)}})
+        step(jnp.ones(4))
+        with pytest.raises(AssertionError) as info, no_new_traces(step):
+            step(jnp.ones(8))
+        [fix] = [line for line in str(info.value).splitlines() if "shape: " in line]
+        assert fix == (
+            "    shape: this call's sizes (x axis 0: 8) are buckets, each combination traced "
+            "once: compile them all ahead with the object's precompile_buckets(*example_args), "
+            "and no call inside them traces"
+        )
+        assert "pad or bucket inputs" not in str(info.value)
+        assert step.precompile_buckets(jnp.ones(4)) == 1  # 16: 4 and 8 are traced
+        with no_new_traces(step):
+            for size in (4, 8, 16):
+                step(jnp.ones(size))
 
     def test_dtype_cast_before_the_call(self):
         fix = fix_for(

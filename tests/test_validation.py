@@ -1298,13 +1298,13 @@ def tokens_step(tokens, mask=None, *, scale=1.0):
 # Sizes a bucket list refuses: (value, error, the entry named ("" for the list), the value
 # named, what the message says it expected).
 BAD_SIZES = [
-    ([], ValueError, "", [], "a non-empty sequence of positive int, increasing"),
+    ([], ValueError, "", [], "a non-empty sequence of positive ints, increasing"),
     ([0, 4], ValueError, "[0]", 0, "must be positive"),
     ([8, 8], ValueError, "", [8, 8], "increasing (8 is followed by 8)"),
     ([16, 8], ValueError, "", [16, 8], "increasing (16 is followed by 8)"),
-    ("16", TypeError, "", "16", "a non-empty sequence of positive int"),
+    ("16", TypeError, "", "16", "a non-empty sequence of positive ints"),
     ((8, -1), ValueError, "[1]", -1, "must be positive"),
-    (8, TypeError, "", 8, "a non-empty sequence of positive int"),
+    (8, TypeError, "", 8, "a non-empty sequence of positive ints"),
     ([8.0], TypeError, "[0]", 8.0, "must be an int"),
     ([1, True], TypeError, "[1]", True, "must be an int"),
 ]
@@ -1373,6 +1373,11 @@ class TestBuckets:
             "6 (2 x 3), since each may trace; got 5."
         )
         assert build(tokens_step, max_traces=6, buckets=buckets).max_traces == 6
+        error = raised_by(build, tokens_step, max_traces=2, buckets={"tokens": {1: (8, 16, 32)}})
+        assert str(error) == (
+            f"{api}: max_traces must be at least the number of buckets of tokens axis 1, 3, "
+            "since each may trace; got 2."
+        )
 
     def test_refuses_one_array_named_twice(self, make_either):
         build, api = make_either

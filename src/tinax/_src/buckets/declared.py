@@ -118,6 +118,12 @@ def check(
     if not entries:
         return None
     combinations = math.prod(len(entry.sizes) for entry in entries)
+    if max_traces < combinations and len(entries) == 1:
+        [entry] = entries
+        raise ValueError(
+            f"{api}: max_traces must be at least the number of buckets of {entry.path} axis "
+            f"{entry.axis}, {combinations}, since each may trace; got {max_traces}."
+        )
     if max_traces < combinations:
         product = " x ".join(str(len(entry.sizes)) for entry in entries)
         raise ValueError(
@@ -207,6 +213,7 @@ class Miss(NamedTuple):
     size: int
     sizes: tuple[int, ...]
     others: str = ""  # arrays under one key that disagree: their sizes, as text
+    arrays: tuple[str, ...] = ()  # the paths of the call's arrays under ``path``
 
     @property
     def paddable(self) -> bool:
@@ -227,6 +234,51 @@ class Miss(NamedTuple):
             )
         target = next(size for size in self.sizes if size > self.size)
         return f"{head}{self.size} is no bucket of {_sizes_text(self.sizes)}: pad it to {target}"
+
+    def fixes(self) -> list[str]:
+        """The fix, one line per array, as code to run before the call where padding is
+        one: ``pad before the call: tokens, length = tinax.jit.pad_to_bucket(tokens,
+        (16, 32, 64), axis=1) (length: its true size, to mask the padding)``."""
+        largest = self.sizes[-1]
+        if self.size > largest:  # with ``others``: the largest of the arrays' sizes
+            return [
+                f"{self.path}, axis {self.axis}: split the input into pieces of at most "
+                f"{largest} (the largest bucket), or add a larger bucket to buckets= and "
+                "raise max_traces with it"
+            ]
+        arrays = self.arrays or (self.path,)
+        if self.others:  # every array padded to the bucket that holds the largest of them
+            target = next(size for size in self.sizes if size >= self.size)
+            sizes: tuple[int, ...] = (target,)
+            head = f"pad to {target}, one bucket for the arrays under {self.path}"
+        else:
+            sizes, head = self.sizes, "pad"
+        lines = [
+            f"{head} before the call: {path}, length = tinax.jit.pad_to_bucket({path}, "
+            f"{sizes!r}, axis={self.axis}) (length: its true size, to mask the padding)"
+            for path in arrays[:_LISTED]
+        ]
+        if len(arrays) > _LISTED:
+            lines.append(f"and the {len(arrays) - _LISTED} more arrays under {self.path} alike")
+        return lines
+
+
+_LISTED = 3  # arrays of one key whose padding a fix writes out
+
+
+def fix_lines(found: Sequence[Miss]) -> list[str]:
+    """The "How to fix:" lines of a call outside the buckets: each miss's fix, then, where
+    one is padding, that the size can be declared instead, and where arrays under one key
+    differ, that each can have a key of its own."""
+    lines = list(dict.fromkeys(line for miss in found for line in miss.fixes()))
+    if any(miss.paddable for miss in found):
+        lines.append("or add the size to buckets= and raise max_traces with it")
+    if any(miss.others for miss in found):
+        lines.append(
+            "or, where those arrays' sizes differ by design, give each its own key in buckets= "
+            "and raise max_traces to the combinations"
+        )
+    return lines
 
 
 def _sizes_text(sizes: tuple[int, ...]) -> str:
@@ -300,9 +352,11 @@ def misses(api: str, buckets: Buckets, call: TracedSignature) -> tuple[Miss, ...
                 f"{leaf.path} {cast('tuple[int, ...]', leaf.shape)[entry.axis]}"
                 for leaf in leaves[:4]
             )
-            found.append(Miss(entry.path, entry.axis, max(sizes), entry.sizes, others))
+            arrays = tuple(leaf.path for leaf in leaves)
+            found.append(Miss(entry.path, entry.axis, max(sizes), entry.sizes, others, arrays))
         elif sizes and (size := next(iter(sizes))) not in entry.sizes:
-            found.append(Miss(entry.path, entry.axis, size, entry.sizes))
+            arrays = tuple(leaf.path for leaf in leaves)
+            found.append(Miss(entry.path, entry.axis, size, entry.sizes, arrays=arrays))
     return tuple(found)
 
 
@@ -318,6 +372,55 @@ def combination(buckets: Buckets, call: TracedSignature) -> tuple[int, ...] | No
     except ValueError:
         return None
     return tuple(taken)
+
+
+def declared_trace(
+    buckets: Buckets, entry: TracedSignature, earlier: Sequence[TracedSignature]
+) -> bool:
+    """Whether ``entry`` is the first trace of a combination of buckets: one the buckets
+    declare. A second trace of one combination (a new dtype) is a retrace as any other."""
+    taken = combination(buckets, entry)
+    return taken is not None and all(combination(buckets, old) != taken for old in earlier)
+
+
+def shape_fix(
+    api: str, buckets: Buckets, closest: TracedSignature | None, call: TracedSignature
+) -> tuple[str, ...]:
+    """The fix for ``call``'s shape differences from ``closest`` that is true of an object
+    with ``buckets``, one line each: its misses' padding (`Miss.fixes`), or, where only
+    declared axes changed and to buckets, compiling every combination ahead; none where
+    the usual fix (pad or bucket the inputs) is the true one."""
+    try:
+        found = misses(api, buckets, call)
+    except ValueError:  # a declaration the call shows wrong: its own error says so
+        return ()
+    if found:
+        return tuple(dict.fromkeys(line for miss in found for line in miss.fixes()))
+    taken = combination(buckets, call)
+    if closest is None or taken is None:
+        return ()
+    before = {leaf.path: leaf.shape for leaf in _arrays(closest)}
+    changed = False
+    for leaf in _arrays(call):
+        shape, old = cast("tuple[int, ...]", leaf.shape), before.get(leaf.path)
+        if old is None or old == shape:
+            continue
+        if len(old) != len(shape):  # a new rank: no bucket makes it
+            return ()
+        covered = {entry.axis for entry in buckets.entries if _inside(leaf.path, entry.path)}
+        if any(
+            a != b and axis not in covered
+            for axis, (a, b) in enumerate(zip(old, shape, strict=True))
+        ):
+            return ()  # an axis with no buckets changed: the usual fix
+        changed = True
+    if not changed:
+        return ()
+    return (
+        f"this call's sizes ({combination_text(buckets, taken)}) are buckets, each "
+        "combination traced once: compile them all ahead with the object's "
+        "precompile_buckets(*example_args), and no call inside them traces",
+    )
 
 
 def combination_text(buckets: Buckets, taken: Sequence[int]) -> str:

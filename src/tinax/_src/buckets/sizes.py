@@ -20,7 +20,7 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     """``value`` as a tuple of sizes: a non-empty, ordered sequence of positive ints
     (booleans rejected), strictly increasing. ``api`` and ``parameter`` name it in the
     message (``"BoundedJit"``, ``"buckets['x'][1]"``)."""
-    expected = "a non-empty sequence of positive int, increasing"
+    expected = "a non-empty sequence of positive ints, increasing"
     try:  # ordered and sized: a list, a tuple, a range, a NumPy array (not a set, a str)
         unordered = issubclass(type(value), (str, bytes, set, frozenset))
         ordered = not unordered and hasattr(value, "__len__")
@@ -196,21 +196,24 @@ def pad_to_bucket(
         known_sizes is not None
         and type(x) is np.ndarray
         and type(axis) is int
-        and type(fill) is int
-        and fill == 0  # the default (not False, 0.0 or -0.0)
-        and x.dtype.kind in _NUMERIC_KINDS
+        and fill is _ZERO  # the int 0, the default (not False, 0.0 or -0.0): no compare
     ):
-        shape = x.shape
-        rank = len(shape)
-        if -rank <= axis < rank:
-            dimension = axis % rank
-            length = shape[dimension]
-            index = bisect.bisect_left(known_sizes, length)
-            if index < len(known_sizes):
-                size = known_sizes[index]
-                if size == length:
-                    return x, length
-                return _on_host(x, dimension, size, None), length
+        dtype = x.dtype
+        if dtype.kind in _NUMERIC_KINDS:
+            shape = x.shape
+            try:  # the range checks, as tuple indexing makes them (NumPy's axes are Python's)
+                length = shape[axis]  # IndexError: no axis of x (the general path names it)
+                size = known_sizes[bisect.bisect_left(known_sizes, length)]  # or none holds it
+            except IndexError:
+                return _pad(sizes, known_sizes, x, axis, fill)
+            if size == length:
+                return x, length
+            rank = len(shape)
+            if axis == -1 or axis == rank - 1:  # a row of tokens: `_on_host`, no index built
+                out = np.zeros((*shape[:-1], size), dtype)
+                out[..., :length] = x
+                return out, length
+            return _on_host(x, axis % rank, size, None), length
     return _pad(sizes, known_sizes, x, axis, fill)
 
 
@@ -275,6 +278,7 @@ def _on_host(
 _CHECKED_LIMIT = 256
 _by_id: dict[int, tuple[object, tuple[int, ...]]] = {}
 _EVERY = (slice(None),) * 64  # the index of a whole axis, before the padded one
+_ZERO = 0  # the default fill; any other 0 (a computed int, a subclass) takes the checks
 
 
 def _array(api: str, x: object) -> jax.Array | np.ndarray[Any, Any]:

@@ -35,9 +35,23 @@ R = TypeVar("R")
 
 class _Local(threading.local):
     checking = False  # a trace that only checks another (`checking`): not counted
+    made: list[tuple[object, int]] | None = None  # `collecting`: (ledger, number) per trace
 
 
 _local = _Local()
+
+
+@contextlib.contextmanager
+def collecting() -> Generator[list[tuple[object, int]]]:
+    """The traces this thread commits in the block, as ``(ledger, number)``: those it
+    made, not another thread's (``precompile_buckets``' count of new signatures)."""
+    earlier = _local.made
+    made: list[tuple[object, int]] = []
+    _local.made = made
+    try:
+        yield made
+    finally:
+        _local.made = earlier
 
 
 @contextlib.contextmanager
@@ -119,12 +133,14 @@ def counted(
             if policy == "raise":
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)  # the call's own error first
-                raise trace_reports.refused(reported, max_traces, used, attempt, history, attempted)
+                raise trace_reports.refused(
+                    reported, max_traces, used, attempt, history, attempted, handle.buckets
+                )
             try:
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)
                 trace_reports.overrun(
-                    reported, max_traces, used, attempt, history, attempted, policy
+                    reported, max_traces, used, attempt, history, attempted, policy, handle.buckets
                 )
             except BaseException:  # the warning, raised as an error by a warnings filter
                 with ledger.lock:
@@ -148,6 +164,8 @@ def counted(
             ledger.used += 1
             entry = call.numbered(ledger.used, call_site=site, trace_seconds=seconds)
             ledger.history.append(entry)
+        if _local.made is not None:  # inside `collecting`, in this thread
+            _local.made.append((ledger, entry.number))
         nested = private.staged_out()  # inlined into an outer trace: never compiled alone
         if not nested:  # its jaxpr, when JAX hands it over, is this trace's (compiles)
             compiles.note_trace(handle, entry.number)

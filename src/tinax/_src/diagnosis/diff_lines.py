@@ -25,6 +25,7 @@ def explanation_lines(
     history: Sequence[TracedSignature] = (),
     *,
     closest_label: str | None = None,
+    shape_fix: Sequence[str] = (),
 ) -> list[str]:
     """The diff block of the budget error and of ``explain``: differences, what every
     earlier trace in ``history`` held there (where there are two or more), then fixes.
@@ -33,7 +34,8 @@ def explanation_lines(
     a line; every line fits in `LINE_LIMIT` characters. The differences' heading
     names ``best`` as ``closest_label`` where given (``Closest recorded signature``:
     another run's trace, whose number means nothing here), else as
-    ``Closest earlier trace: #<number>``.
+    ``Closest earlier trace: #<number>``. ``shape_fix`` (lines) replaces the usual fix for
+    a shape difference where the object knows a truer one (its shape buckets).
     """
     if best is None:
         return [_first_call_line(signature)]
@@ -67,7 +69,9 @@ def explanation_lines(
         for kind in difference.kinds:
             if kind not in fixes:
                 fixes[kind] = difference.fix or kinds.HINTS[kind]
-    lines.extend(fit(f"  {kind}: {fix}") for kind, fix in fixes.items())
+    for kind, fix in fixes.items():
+        told = shape_fix if kind == "shape" and shape_fix else (fix,)
+        lines.extend(fit(f"  {kind}: {line}") for line in told)
     if all(_on_self(difference) for difference in found):
         lines.append(fit(f"  self: {_SHARED_SELF}"))
     return lines

@@ -80,6 +80,11 @@ class Explanation:
             object's ``buckets`` whose size is no bucket, as a line of the error
             (``"tokens, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64"``):
             its trace would be refused as a trace over budget is. Else ``()``.
+        shape_fix: For an object with ``buckets``, the fix for the call's shape
+            differences that is true of its buckets (the code that pads each input
+            to its bucket, that a size is larger than the largest bucket, or that
+            the buckets can be compiled ahead), one line each, shown instead of the
+            usual one; else ``()``.
     """
 
     function_name: str
@@ -97,6 +102,7 @@ class Explanation:
     compiles: str = ""
     history: tuple[TracedSignature, ...] = attrs.field(default=(), repr=False)
     outside_buckets: tuple[str, ...] = ()
+    shape_fix: tuple[str, ...] = ()
     # how ``raises`` is shown, derived from it however the object is made (``explain``,
     # the constructor, `attrs.evolve`); not compared, not shown, not an argument
     _refusal: Refusal | None = attrs.field(
@@ -159,8 +165,17 @@ class Explanation:
             lines.append(f"Outside the buckets ({len(outside)} size{plural}):")
             lines.extend(fit(f"  {miss}") for miss in outside)
         lines.extend(
-            explanation_lines(self.closest, self.differences, self.signature, self.history)
+            explanation_lines(
+                self.closest,
+                self.differences,
+                self.signature,
+                self.history,
+                shape_fix=self.shape_fix,
+            )
         )
+        if outside and self.closest is None:  # no differences: the buckets' fix alone
+            lines.append("How to fix:")
+            lines.extend(fit(f"  shape: {fix}") for fix in self.shape_fix)
         return "\n".join(lines)
 
 

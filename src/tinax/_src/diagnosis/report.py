@@ -38,11 +38,13 @@ def budget_error(
     signature: TracedSignature,
     *,
     outcome: str | None = None,
+    shape_fix: Sequence[str] = (),
 ) -> TraceBudgetError:
     """Builds the error for a trace over budget: headline, location, differences, fixes.
 
     Its second line says what became of the trace: ``outcome`` for one that runs anyway
     (a sentence: the policy, and that it runs and is counted); else that it was refused.
+    ``shape_fix`` replaces the usual fix for a shape difference (`explanation_lines`).
     """
     return _refused_trace(
         function,
@@ -53,6 +55,7 @@ def budget_error(
         signature,
         verb="exceeded its trace budget",
         rule=outcome if outcome is not None else _REFUSED_RULE,
+        shape_fix=shape_fix,
     )
 
 
@@ -72,6 +75,7 @@ def _refused_trace(
     *,
     verb: str,
     rule: str,
+    shape_fix: Sequence[str] = (),
 ) -> TraceBudgetError:
     """A refused trace's error: ``<function> <verb>: ...``, the rule it broke, the
     differences from the closest trace with their fixes, and where both were called."""
@@ -83,7 +87,7 @@ def _refused_trace(
             f"this call would be trace {attempt}."
         ),
         rule,
-        *explanation_lines(best, found, signature, history),
+        *explanation_lines(best, found, signature, history, shape_fix=shape_fix),
         *_call_sites(signature, best),
     ]
     return _error(lines, name, location, max_traces, used, signature, best, found)
@@ -94,16 +98,6 @@ _BUCKET_RULE = (
     "tracing, and calls whose sizes are buckets still run."
 )
 
-_BUCKET_FIX = (
-    "pad each input to its bucket before the call: tinax.jit.pad_to_bucket(x, sizes, "
-    "axis=...) returns it padded and its true size (for a mask)",
-    "or add the size to buckets= and raise max_traces with it",
-)
-_LARGEST_FIX = (
-    "split the input into sizes the buckets hold",
-    "or add a larger bucket to buckets= and raise max_traces with it",
-)
-
 
 def bucket_error(
     function: Callable[..., Any],
@@ -112,14 +106,14 @@ def bucket_error(
     attempt: int,
     signature: TracedSignature,
     misses: Sequence[str],
+    fixes: Sequence[str],
     *,
-    paddable: bool = True,
     outcome: str | None = None,
 ) -> TraceBudgetError:
     """The error for a trace outside the object's shape buckets: headline, what became of
     the trace (``outcome``, as in `budget_error`), each declared axis whose size is no
-    bucket (``misses``, one line each), the fix (padding, where a bucket holds each size:
-    ``paddable``), and where it was called."""
+    bucket (``misses``, one line each), the ``fixes`` (one line each), and where it was
+    called."""
     name, location, where = names.where(function)
     plural = "" if len(misses) == 1 else "s"
     lines = [
@@ -131,7 +125,7 @@ def bucket_error(
         f"Outside the buckets ({len(misses)} size{plural}):",
         *(fit(f"  {miss}") for miss in misses),
         "How to fix:",
-        *(f"  {fix}" for fix in (_BUCKET_FIX if paddable else _LARGEST_FIX)),
+        *(fit(f"  {fix}") for fix in fixes),
         *_call_sites(signature, None),
     ]
     return _error(lines, name, location, max_traces, used, signature, None, ())

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from tinax._src.buckets import declared
+from tinax._src.budget import counting
 from tinax._src.diagnosis import names
 from tinax._src.observe.log import logger
 
@@ -19,7 +20,9 @@ _MAX_WORKERS = 8
 
 def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """Traces and compiles ``owner`` for every combination of its buckets, with the
-    other dimensions of ``args``/``kwargs``; returns how many signatures were new."""
+    other dimensions of ``args``/``kwargs``; returns how many signatures it traced: each
+    combination counted where this call traced it, not where another thread (a warm
+    start, a concurrent call) traced one meanwhile."""
     api = type(owner).__name__
     buckets: declared.Buckets | None = owner._plan.buckets
     if buckets is None:
@@ -37,10 +40,13 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     total = len(calls)
     done = 0
 
-    def compile_one(index: int) -> float:
+    ledger = owner._ledger
+
+    def compile_one(index: int) -> int:
         nonlocal done
         started = time.perf_counter()
-        owner._precompiled(*calls[index])
+        with counting.collecting() as made:  # the traces of this thread: its own
+            owner._precompiled(*calls[index])
         seconds = time.perf_counter() - started
         if logger.isEnabledFor(logging.INFO):
             sizes = declared.combination_text(buckets, combinations[index])
@@ -48,9 +54,8 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             logger.info(
                 "%s: bucket %d of %d compiled in %.2f s (%s)", where, done, total, seconds, sizes
             )
-        return seconds
+        return sum(1 for traced, _ in made if traced is ledger)  # not a nested object's
 
-    before = owner._ledger.counted
     workers = max(1, min(total, os.cpu_count() or 1, _MAX_WORKERS))
     with concurrent.futures.ThreadPoolExecutor(workers, "tinax-buckets") as pool:
         futures = [pool.submit(compile_one, index) for index in range(total)]
@@ -59,4 +64,4 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         error = future.exception()
         if error is not None:
             raise error
-    return owner._ledger.counted - before
+    return sum(future.result() for future in futures)

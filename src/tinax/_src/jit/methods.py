@@ -47,6 +47,17 @@ def _user_facing(method: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+def shape_fix(
+    owner: BudgetedMixin, closest: record.TracedSignature | None, call: record.TracedSignature
+) -> tuple[str, ...]:
+    """The fix for ``call``'s shape differences from ``closest`` that is true of
+    ``owner``'s buckets (`declared.shape_fix`); none for an object without buckets."""
+    buckets = owner._plan.buckets  # pyright: ignore[reportPrivateUsage]
+    if buckets is None:
+        return ()
+    return declared.shape_fix(type(owner).__name__, buckets, closest, call)
+
+
 class BudgetedMixin:
     """Introspection and forwarding shared by the two classes (no fields)."""
 
@@ -155,9 +166,11 @@ class BudgetedMixin:
         )
         buckets = self._plan.buckets
         if explanation.retraces and buckets is not None:  # named as its trace would be
-            misses = declared.misses(type(self).__name__, buckets, call)
+            api = type(self).__name__
+            misses = declared.misses(api, buckets, call)
             outside = tuple(miss.text() for miss in misses)
-            return attrs.evolve(explanation, outside_buckets=outside)
+            fix = shape_fix(self, explanation.closest, call)
+            return attrs.evolve(explanation, outside_buckets=outside, shape_fix=fix)
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)
@@ -314,8 +327,10 @@ class BudgetedMixin:
             **kwargs: Keyword arguments of an example call.
 
         Returns:
-            How many signatures were new: traced and compiled by this call (one
-            traced before is compiled again by JAX only if its executable is gone).
+            How many combinations this call traced and compiled: those that were
+            new (one traced before is compiled again by JAX only if its executable
+            is gone). A trace another thread makes meanwhile (a warm start, a
+            concurrent call) counts against the budget but not here.
 
         Raises:
             ValueError: The object declares no buckets, or an example argument has

@@ -111,12 +111,12 @@ def last_retrace_cause(
     history: Sequence[TracedSignature], buckets: declared.Buckets | None = None
 ) -> str | registry_table.Cause:
     """The first difference of the latest retrace from its closest earlier trace; with
-    ``buckets``, a trace of a combination of them is no retrace (it was declared)."""
+    ``buckets``, the first trace of a combination of them is no retrace (it was declared)."""
     if buckets is not None:
         retraces = [
             index
             for index, entry in enumerate(history)
-            if index and declared.combination(buckets, entry) is None
+            if index and not declared.declared_trace(buckets, entry, history[:index])
         ]
         history = history[: retraces[-1] + 1] if retraces else history[:1]
     if len(history) < 2:

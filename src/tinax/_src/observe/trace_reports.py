@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tinax._src.buckets import declared
 from tinax._src.diagnosis import compare, elide, record, report
@@ -28,9 +28,23 @@ def refused(
     attempt: int,
     history: Sequence[TracedSignature],
     call: TracedSignature,
+    buckets: declared.Buckets | None = None,
 ) -> TraceBudgetError:
-    """The error for a trace refused by the budget, logged at ``WARNING`` first."""
-    return _refusal(report.budget_error(function, max_traces, used, attempt, history, call))
+    """The error for a trace refused by the budget, logged at ``WARNING`` first; its shape
+    fix is true of the object's ``buckets`` where it declares some."""
+    fix = _shape_fix(buckets, history, call)
+    return _refusal(
+        report.budget_error(function, max_traces, used, attempt, history, call, shape_fix=fix)
+    )
+
+
+def _shape_fix(
+    buckets: declared.Buckets | None, history: Sequence[TracedSignature], call: TracedSignature
+) -> tuple[str, ...]:
+    """`declared.shape_fix` against the trace closest to ``call``; none without buckets."""
+    if buckets is None:
+        return ()
+    return declared.shape_fix("", buckets, compare.closest(history, call)[0], call)
 
 
 def _refusal(error: TraceBudgetError) -> TraceBudgetError:
@@ -56,13 +70,21 @@ def overrun(
     history: Sequence[TracedSignature],
     call: TracedSignature,
     policy: Policy | None,
+    buckets: declared.Buckets | None = None,
 ) -> None:
     """Reports a trace over budget that runs anyway: a warning (policy ``"warn"``) and a
     ``WARNING`` record. ``policy`` is ``None`` when chex assertions are disabled."""
     if policy != "warn" and not logger.isEnabledFor(logging.WARNING):
         return
     error = report.budget_error(
-        function, max_traces, used, attempt, history, call, outcome=_outcome(policy)
+        function,
+        max_traces,
+        used,
+        attempt,
+        history,
+        call,
+        outcome=_outcome(policy),
+        shape_fix=_shape_fix(buckets, history, call),
     )
     _report_overrun(error, policy, f"is over max_traces={max_traces}")
 
@@ -80,11 +102,9 @@ def outside_buckets(
     ``WARNING`` first) to raise; else reported as `overrun` reports a trace over budget
     that runs anyway, and ``None``."""
     lines = tuple(miss.text() for miss in misses)
-    paddable = any(miss.paddable for miss in misses)
+    fixes = declared.fix_lines(misses)
     if policy == "raise":
-        error = report.bucket_error(
-            function, max_traces, used, attempt, call, lines, paddable=paddable
-        )
+        error = report.bucket_error(function, max_traces, used, attempt, call, lines, fixes)
         return _refusal(error)
     if policy != "warn" and not logger.isEnabledFor(logging.WARNING):
         return None
@@ -95,7 +115,7 @@ def outside_buckets(
         attempt,
         call,
         lines,
-        paddable=paddable,
+        fixes,
         outcome=_outcome(policy),
     )
     _report_overrun(error, policy, "is outside its shape buckets", lines[0])
@@ -167,9 +187,9 @@ def committed(
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
     counted = entry.number - ledger.given_back_count  # warm-start traces given back
     buckets = handle.buckets
-    taken = None if buckets is None else declared.combination(buckets, entry)
-    if buckets is not None and taken is not None:  # a trace the buckets declare: expected
+    if buckets is not None and declared.declared_trace(buckets, entry, earlier):  # expected
         if logger.isEnabledFor(logging.DEBUG):
+            taken = cast("tuple[int, ...]", declared.combination(buckets, entry))
             sizes = declared.combination_text(buckets, taken)
             logger.debug(
                 "%s: trace %d of max_traces=%d, bucket %s, %s, traced in %s",
@@ -189,7 +209,8 @@ def committed(
         logger.debug("%s: %s", head, record.signature_text(entry))
         return
     best, found = compare.closest(earlier, entry)
-    lines = report.explanation_lines(best, found, entry, earlier)
+    fix = () if buckets is None else declared.shape_fix("", buckets, best, entry)
+    lines = report.explanation_lines(best, found, entry, earlier, shape_fix=fix)
     logger.info("%s\n%s", head, "\n".join(lines))
 
 

@@ -13,7 +13,7 @@ from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.jit.batched import BatchedJit
 from tinax._src.jit.bounded import BoundedJit
-from tinax._src.jit.methods import BudgetedMixin
+from tinax._src.jit.methods import BudgetedMixin, shape_fix
 
 # --- no new traces -----------------------------------------------------------------------
 
@@ -36,9 +36,11 @@ def _new_traces_text(
     for signature in new:
         earlier = [old for old in history if old.number < signature.number]
         best, found = compare.closest(earlier, signature)
+        fix = shape_fix(owner, best, signature)
         lines.append(f"New trace #{signature.number}:")
         lines.extend(
-            f"  {line}" for line in report.explanation_lines(best, found, signature, earlier)
+            f"  {line}"
+            for line in report.explanation_lines(best, found, signature, earlier, shape_fix=fix)
         )
     return "\n".join(lines)
 
