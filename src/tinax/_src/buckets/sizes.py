@@ -191,30 +191,39 @@ def pad_to_bucket(
     # A serving loop's call, on every request: a host array, a tuple of sizes checked
     # before, an int axis, the default fill. Its checks are the general path's, inlined.
     seen = _by_id.get(id(sizes))  # this very tuple, checked before: no hash of it
-    known_sizes = seen[1] if seen is not None and seen[0] is sizes else None
     if (
-        known_sizes is not None
+        seen is not None
+        and seen[0] is sizes
         and type(x) is np.ndarray
         and type(axis) is int
         and fill is _ZERO  # the int 0, the default (not False, 0.0 or -0.0): no compare
     ):
+        known_sizes = seen[1]
+        shape = x.shape
+        try:  # the range checks, as tuple indexing makes them (NumPy's axes are Python's)
+            length = shape[axis]  # IndexError: no axis of x (the general path names it)
+            size = known_sizes[_bisect_left(known_sizes, length)]  # or none holds it
+        except IndexError:
+            return _pad(sizes, known_sizes, x, axis, fill)
         dtype = x.dtype
         if dtype.kind in _NUMERIC_KINDS:
-            shape = x.shape
-            try:  # the range checks, as tuple indexing makes them (NumPy's axes are Python's)
-                length = shape[axis]  # IndexError: no axis of x (the general path names it)
-                size = known_sizes[bisect.bisect_left(known_sizes, length)]  # or none holds it
-            except IndexError:
-                return _pad(sizes, known_sizes, x, axis, fill)
             if size == length:
                 return x, length
+            # The shapes a request takes, indexed as a hand-written pad indexes them: a
+            # loop's pad runs with the CPU's caches cold from the call before, and every
+            # step it takes shows there.
             rank = len(shape)
-            if axis == -1 or axis == rank - 1:  # a row of tokens: `_on_host`, no index built
-                out = np.zeros((*shape[:-1], size), dtype)
-                out[..., :length] = x
+            if rank == 2 and (axis == 1 or axis == -1):  # a batch of rows of tokens
+                out = np.zeros((shape[0], size), dtype)
+                out[:, :length] = x
+                return out, length
+            if rank == 1:
+                out = np.zeros(size, dtype)
+                out[:length] = x
                 return out, length
             return _on_host(x, axis % rank, size, None), length
-    return _pad(sizes, known_sizes, x, axis, fill)
+        return _pad(sizes, known_sizes, x, axis, fill)
+    return _pad(sizes, None, x, axis, fill)
 
 
 def _pad(
@@ -278,6 +287,7 @@ def _on_host(
 _CHECKED_LIMIT = 256
 _by_id: dict[int, tuple[object, tuple[int, ...]]] = {}
 _EVERY = (slice(None),) * 64  # the index of a whole axis, before the padded one
+_bisect_left = bisect.bisect_left
 _ZERO = 0  # the default fill; any other 0 (a computed int, a subclass) takes the checks
 
 
