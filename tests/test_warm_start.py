@@ -58,10 +58,11 @@ STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit 
 APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
 
 
-def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
-    """Runs the program once in a fresh process, on one device: (facts printed, its log)."""
+def run(path, *options, env=None, expect_ok=True, program=PROGRAM, devices=1):
+    """Runs the program once in a fresh process, on one device unless told: (facts
+    printed, its log)."""
     done = run_program(
-        program, path, *options, env=env, devices=1, returncode=0 if expect_ok else None
+        program, path, *options, env=env, devices=devices, returncode=0 if expect_ok else None
     )
     if expect_ok:
         return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
@@ -101,6 +102,18 @@ class TestTwoRuns:
         assert second["explain_lines"] == first["explain_lines"] == 0  # compiled: nothing to add
         assert second["result"] == first["result"]
         assert "holds 1 signature(s) of 1 object(s)" in log
+
+    def test_arrays_split_over_an_auto_mesh_are_compiled_ahead_as_split(self, tmp_path):
+        """On a mesh with Auto axes JAX's types read every array as replicated; the
+        warm compile is for the placement the recorded call's arrays had, so the first
+        call of the next run compiles nothing."""
+        path = tmp_path / "signatures.json"
+        first, _ = run(path, "--wait", "--sharded", devices=8)
+        assert (first["runs"], first["traces_used"], first["compiles_used"]) == (1, 1, 1)
+        second, _ = run(path, "--wait", "--sharded", devices=8)
+        assert (second["traces_before_call"], second["compiles_before_call"]) == (1, 1)
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
+        assert second["result"] == first["result"]
 
     def test_a_call_during_the_warm_compile_waits_for_it_and_never_traces_twice(self, recorded):
         path = recorded

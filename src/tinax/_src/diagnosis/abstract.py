@@ -29,7 +29,7 @@ from typing import Any, cast
 
 import jax
 from jax.core import ShapedArray
-from jax.sharding import AbstractMesh, Mesh, NamedSharding
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 
 @functools.cache
@@ -68,8 +68,12 @@ def concrete_sharding(sharding: Any, mesh: Mesh | None) -> Any:
     return sharding
 
 
-def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
-    """The `jax.ShapeDtypeStruct` that JAX types as ``aval``.
+def shape_dtype_struct(
+    aval: Any, mesh: Mesh | None = None, placement: tuple[Any, ...] | None = None
+) -> Any:
+    """The `jax.ShapeDtypeStruct` that JAX types as ``aval``; with ``placement`` (the
+    entries of a partition spec the traced call's array had, see `record.placed`), split
+    so on the concrete mesh where one is known.
 
     An abstract token has no `jax.ShapeDtypeStruct`: a fresh token stands for it.
     """
@@ -79,7 +83,12 @@ def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
             if sharding.mesh.empty:
                 sharding = None  # no mesh: JAX gives arrays no sharding in their type
             else:
-                sharding = concrete_sharding(sharding, mesh)
+                concrete = concrete_sharding(sharding, mesh)
+                if placement is not None and concrete is not sharding:
+                    concrete = NamedSharding(
+                        concrete.mesh, PartitionSpec(*placement), memory_kind=concrete.memory_kind
+                    )
+                sharding = concrete
         return jax.ShapeDtypeStruct(
             aval.shape, aval.dtype, weak_type=aval.weak_type, sharding=sharding
         )
