@@ -14,6 +14,7 @@ import time
 import types
 from pathlib import Path
 
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +29,7 @@ from helpers.processes import PIPE, PROGRAMS, run_program, start_program
 from helpers.strategies import wide_values
 from tinax._src import private
 from tinax._src.core import validation
+from tinax._src.diagnosis import record
 from tinax._src.models import nonarrays
 from tinax._src.observe import watchers
 from tinax._src.warm import manifest, same, start, values, workers
@@ -42,6 +44,10 @@ def equinox_missing():
         except (ImportError, AttributeError):
             continue
     return None
+
+
+def double(x):
+    return x * 2.0
 
 
 PROGRAM = PROGRAMS / "warm_start_program.py"
@@ -643,6 +649,26 @@ class TestManifestFile:
         assert set(both.places) == {"f", "g"}
         assert both.places["f"].signatures == (manifest.Recorded("x", "mine", 5, 3), y)
         assert both.environment == {"jax": "1"}
+
+    def test_a_signature_keeps_how_its_arrays_were_split_and_one_written_before_loads(self, mesh8):
+        """On an Auto mesh a signature's text and types read replicated; its pickle keeps
+        how the call's array was split, and one written before tinax kept it (no such
+        field) gives its arguments back as the types read."""
+        step = bounded_jit(double, max_traces=1, mesh=mesh8)
+        split = jax.sharding.NamedSharding(mesh8, jax.P("x"))
+        step(jax.device_put(jnp.ones(8), split))
+        recorded = manifest.encode(step.traced_signatures[0], double)
+        assert recorded.text == "x: f32[8] under AbstractMesh('x': 8, axis_types=(Auto,))"
+        loaded = manifest.decode(recorded)
+        ((x,), _) = record.abstract_arguments(loaded, mesh8)
+        assert x.sharding == split
+        (argument,) = loaded.recorded
+        state = argument.__getstate__()
+        del state["placements"]
+        before = object.__new__(type(argument))
+        before.__setstate__(state)
+        ((x,), _) = record.abstract_arguments(attrs.evolve(loaded, recorded=(before,)), mesh8)
+        assert x.sharding.mesh == mesh8 and x.sharding.is_fully_replicated
 
     def test_a_manifest_of_format_1_reads_as_one_run_in_its_order(self, tmp_path):
         path = tmp_path / "m.json"

@@ -67,13 +67,11 @@ def main():
     def apply(x, fn):
         return fn(x)
 
+    mesh = split = None
     if args.sharded:
         mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
         split = jax.sharding.NamedSharding(mesh, jax.P("x"))
-        step_jit = bounded_jit(step, max_traces=args.max_traces, mesh=mesh)
-    else:
-        split = None
-        step_jit = bounded_jit(step, max_traces=args.max_traces)
+    step_jit = bounded_jit(step, max_traces=args.max_traces, mesh=mesh)
 
     def batch(size):
         x = jnp.ones((size, 3))

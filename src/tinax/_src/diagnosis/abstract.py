@@ -16,10 +16,13 @@ mesh with the same abstract mesh is known (the object's bound mesh, else the
 ambient one set by `jax.set_mesh`), and kept abstract otherwise.
 
 On a mesh with Auto axes, JAX's types record the mesh but not how an array is
-split over it (the spec reads replicated): the arguments given back hit the
-trace, but compile for replicated placement. To precompile for arrays split
-over an Auto mesh, give ``precompile`` those arrays, or `jax.ShapeDtypeStruct`s
-with their sharding.
+split over it (the spec reads replicated). A trace therefore also records how
+the call's own arrays were split on its mesh (`record.placed`), and the
+arguments given back are split so where a concrete mesh is known: they hit the
+trace and compile for the placement the traced call had (what warm start
+compiles). An abstract value alone compiles for replicated placement; to
+precompile for other arrays split over an Auto mesh, give ``precompile`` those
+arrays, or `jax.ShapeDtypeStruct`s with their sharding.
 """
 
 from __future__ import annotations

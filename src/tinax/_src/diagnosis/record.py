@@ -464,8 +464,9 @@ def abstract_arguments(
     """``(args, kwargs)`` that JAX keys exactly as the traced call of ``signature``.
 
     Each array leaf becomes a `jax.ShapeDtypeStruct` (shape, dtype, weak type,
-    and sharding where the abstract value has one; see the module docstring for
-    meshes), an abstract token a fresh token; other leaves, and static
+    and sharding where the abstract value has one, split as the traced call's
+    array was where `placed` recorded it; see `abstract` for meshes), an abstract
+    token a fresh token; other leaves, and static
     arguments, are the values traced. Arguments passed by keyword go into
     ``kwargs``, the others into ``args`` in call order, a ``*args`` tuple
     splatted back into ``args``.
