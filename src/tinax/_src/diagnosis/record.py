@@ -415,12 +415,18 @@ def _placement(leaf: Any, value: Any, mesh: AbstractMesh) -> tuple[Any, ...] | N
     if tuple(getattr(leaf, "shape", ())) != tuple(getattr(value, "shape", ())):
         return None
     spec = sharding.spec
-    if spec == getattr(getattr(value, "sharding", None), "spec", None):
-        return None
     entries = tuple(spec)
     if not all(_plain_entry(entry) for entry in entries) or PartitionSpec(*entries) != spec:
         return None  # unreduced axes, UNCONSTRAINED: not written
+    own = getattr(getattr(value, "sharding", None), "spec", None)
+    if own is not None and _padded(entries, value) == _padded(tuple(own), value):
+        return None  # the type says it (Explicit axes): P('x') is P('x', None)
     return entries
+
+
+def _padded(entries: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
+    rank = len(getattr(value, "shape", ()))
+    return entries + (None,) * (rank - len(entries))
 
 
 def _plain_entry(entry: object) -> bool:
