@@ -852,16 +852,7 @@ class TestWarmRestart:
         assert cell["tinax"] == cell["jax"] == [2, 2, 0], cell
         assert cell["clean"], cell
 
-    @bucketed(
-        mesh_buckets=pytest.mark.xfail(
-            strict=True,
-            reason="a recorded signature keeps an argument's abstract value, which under an "
-            "Auto mesh carries no sharding: warm start compiles (loads) each bucket for "
-            "replicated inputs, and precompile_buckets, given sharded ones, compiles them "
-            "again (tinax and JAX both count [2, 2, 2]); a call with sharded arrays and no "
-            "precompile_buckets compiles in the call likewise",
-        )
-    )
+    @bucketed()
     def test_a_warm_run_loads_every_bucket_and_compiles_nothing(self, warm_runs, mode):
         """Warm start traces the recorded buckets ahead and loads them from JAX's
         persistent cache; ``precompile_buckets`` then finds them (or, run before warm

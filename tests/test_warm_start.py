@@ -14,6 +14,7 @@ import time
 import types
 from pathlib import Path
 
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +29,7 @@ from helpers.processes import PIPE, PROGRAMS, run_program, start_program
 from helpers.strategies import wide_values
 from tinax._src import private
 from tinax._src.core import validation
+from tinax._src.diagnosis import record
 from tinax._src.models import nonarrays
 from tinax._src.observe import watchers
 from tinax._src.warm import manifest, same, start, values, workers
@@ -44,6 +46,10 @@ def equinox_missing():
     return None
 
 
+def double(x):
+    return x * 2.0
+
+
 PROGRAM = PROGRAMS / "warm_start_program.py"
 MODELS = PROGRAMS / "warm_start_models_program.py"
 
@@ -58,10 +64,11 @@ STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit 
 APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
 
 
-def run(path, *options, env=None, expect_ok=True, program=PROGRAM):
-    """Runs the program once in a fresh process, on one device: (facts printed, its log)."""
+def run(path, *options, env=None, expect_ok=True, program=PROGRAM, devices=1):
+    """Runs the program once in a fresh process, on one device unless told: (facts
+    printed, its log)."""
     done = run_program(
-        program, path, *options, env=env, devices=1, returncode=0 if expect_ok else None
+        program, path, *options, env=env, devices=devices, returncode=0 if expect_ok else None
     )
     if expect_ok:
         return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
@@ -101,6 +108,18 @@ class TestTwoRuns:
         assert second["explain_lines"] == first["explain_lines"] == 0  # compiled: nothing to add
         assert second["result"] == first["result"]
         assert "holds 1 signature(s) of 1 object(s)" in log
+
+    def test_arrays_split_over_an_auto_mesh_are_compiled_ahead_as_split(self, tmp_path):
+        """On a mesh with Auto axes JAX's types read every array as replicated; the
+        warm compile is for the placement the recorded call's arrays had, so the first
+        call of the next run compiles nothing."""
+        path = tmp_path / "signatures.json"
+        first, _ = run(path, "--wait", "--sharded", devices=8)
+        assert (first["runs"], first["traces_used"], first["compiles_used"]) == (1, 1, 1)
+        second, _ = run(path, "--wait", "--sharded", devices=8)
+        assert (second["traces_before_call"], second["compiles_before_call"]) == (1, 1)
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
+        assert second["result"] == first["result"]
 
     def test_a_call_during_the_warm_compile_waits_for_it_and_never_traces_twice(self, recorded):
         path = recorded
@@ -630,6 +649,26 @@ class TestManifestFile:
         assert set(both.places) == {"f", "g"}
         assert both.places["f"].signatures == (manifest.Recorded("x", "mine", 5, 3), y)
         assert both.environment == {"jax": "1"}
+
+    def test_a_signature_keeps_how_its_arrays_were_split_and_one_written_before_loads(self, mesh8):
+        """On an Auto mesh a signature's text and types read replicated; its pickle keeps
+        how the call's array was split, and one written before tinax kept it (no such
+        field) gives its arguments back as the types read."""
+        step = bounded_jit(double, max_traces=1, mesh=mesh8)
+        split = jax.sharding.NamedSharding(mesh8, jax.P("x"))
+        step(jax.device_put(jnp.ones(8), split))
+        recorded = manifest.encode(step.traced_signatures[0], double)
+        assert recorded.text == "x: f32[8] under AbstractMesh('x': 8, axis_types=(Auto,))"
+        loaded = manifest.decode(recorded)
+        ((x,), _) = record.abstract_arguments(loaded, mesh8)
+        assert x.sharding == split
+        (argument,) = loaded.recorded
+        before = object.__new__(type(argument))  # as unpickled from a tinax without the field
+        for field in attrs.fields(type(argument)):
+            if field.name != "placements":
+                object.__setattr__(before, field.name, getattr(argument, field.name))
+        ((x,), _) = record.abstract_arguments(attrs.evolve(loaded, recorded=(before,)), mesh8)
+        assert x.sharding.mesh == mesh8 and x.sharding.is_fully_replicated
 
     def test_a_manifest_of_format_1_reads_as_one_run_in_its_order(self, tmp_path):
         path = tmp_path / "m.json"

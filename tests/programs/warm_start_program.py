@@ -2,10 +2,12 @@
 
     python warm_start_program.py MANIFEST [--batch N] [--max-traces K] [--slow S]
         [--static-lambda] [--wait] [--version 1|2] [--calls N] [--then-batch N] [--hang]
+        [--sharded]
 
 Prints one JSON line of facts at the end (traces, compiles, body runs). Log records
 of the ``tinax`` logger go to stderr. With ``--hang`` it then sleeps until it is
-killed (a preempted job).
+killed (a preempted job). With ``--sharded`` the step is bound to a mesh of 8
+devices with an Auto axis (``mesh=``) and called with ``x`` split over it.
 """
 
 import argparse
@@ -38,6 +40,7 @@ def main():
     parser.add_argument("--calls", type=int, default=1)
     parser.add_argument("--then-batch", type=int, default=None)  # a last call, of that batch
     parser.add_argument("--hang", action="store_true")
+    parser.add_argument("--sharded", action="store_true")
     args = parser.parse_args()
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
@@ -64,7 +67,16 @@ def main():
     def apply(x, fn):
         return fn(x)
 
-    step_jit = bounded_jit(step, max_traces=args.max_traces)
+    mesh = split = None
+    if args.sharded:
+        mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+        split = jax.sharding.NamedSharding(mesh, jax.P("x"))
+    step_jit = bounded_jit(step, max_traces=args.max_traces, mesh=mesh)
+
+    def batch(size):
+        x = jnp.ones((size, 3))
+        return x if split is None else jax.device_put(x, split)
+
     apply_jit = bounded_jit(apply, max_traces=2, static_argnames="fn")
     built = {"traces_before_call": None}
     if args.wait:
@@ -75,14 +87,14 @@ def main():
     compiles_before = step_jit.compiles_used
     results = []
     for _ in range(args.calls):
-        results.append(float(step_jit(jnp.ones((args.batch, 3)), 2.0)))
+        results.append(float(step_jit(batch(args.batch), 2.0)))
     # a warm-compiled trace is a compiled trace, for explain too
-    built["explain_lines"] = str(step_jit.explain(jnp.ones((args.batch, 3)), 2.0)).count("\n")
+    built["explain_lines"] = str(step_jit.explain(batch(args.batch), 2.0)).count("\n")
     if args.static_lambda:
         apply_jit(jnp.ones(2), fn=lambda v: v * 2)
     if args.then_batch is not None:
         try:
-            step_jit(jnp.ones((args.then_batch, 3)), 2.0)
+            step_jit(batch(args.then_batch), 2.0)
             built["last_call_refused"] = False
         except tinax.jit.TraceBudgetError:
             built["last_call_refused"] = True

@@ -23,7 +23,7 @@ from tinax._src.budget import compile_guard, compiles
 from tinax._src.budget.rejections import check_in_trace, raise_if_misplaced
 from tinax._src.core.statics import Statics
 from tinax._src.core.validation import LazySignature
-from tinax._src.diagnosis.record import TracedSignature, record, unrecorded
+from tinax._src.diagnosis.record import TracedSignature, placed, record, unrecorded
 from tinax._src.objects.handle import Handle
 from tinax._src.observe import rebuilt, sites, trace_reports
 from tinax._src.observe.policy import resolve
@@ -99,6 +99,7 @@ def counted(
         # a call placed against in_shardings: JAX's error now, not after a counted trace
         raise_if_misplaced(sys._getframe(1), lowering_only=True)  # pyright: ignore[reportPrivateUsage]
         call = _record_or_placeholder(signature.get(), statics, args, kwargs)
+        call = _placed(call, signature.get(), statics, sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         site = sites.call_site()
         if compile_guard.refusing():  # inside no_new_compiles: no trace, within budget or not
             if rejects is not None:
@@ -228,6 +229,20 @@ def _record_or_placeholder(
         return record(signature, statics, args, kwargs)
     except Exception as error:  # an exotic leaf: keep counting, explain less
         return unrecorded(error)
+
+
+def _placed(
+    call: TracedSignature,
+    signature: inspect.Signature | None,
+    statics: Statics,
+    frame: types.FrameType,
+) -> TracedSignature:
+    """``call`` with the placements of the traced call's own arrays (`record.placed`),
+    read from JAX's frames above ``frame``: what warm start compiles for."""
+    if call.abstract_mesh.empty:  # no mesh: nothing to place (and no frames read)
+        return call
+    args, kwargs = private.traced_arguments(frame)
+    return placed(call, signature, statics, args, kwargs)
 
 
 _ANY_ARGUMENTS = inspect.Signature(

@@ -16,10 +16,13 @@ mesh with the same abstract mesh is known (the object's bound mesh, else the
 ambient one set by `jax.set_mesh`), and kept abstract otherwise.
 
 On a mesh with Auto axes, JAX's types record the mesh but not how an array is
-split over it (the spec reads replicated): the arguments given back hit the
-trace, but compile for replicated placement. To precompile for arrays split
-over an Auto mesh, give ``precompile`` those arrays, or `jax.ShapeDtypeStruct`s
-with their sharding.
+split over it (the spec reads replicated). A trace therefore also records how
+the call's own arrays were split on its mesh (`record.placed`), and the
+arguments given back are split so where a concrete mesh is known: they hit the
+trace and compile for the placement the traced call had (what warm start
+compiles). An abstract value alone compiles for replicated placement; to
+precompile for other arrays split over an Auto mesh, give ``precompile`` those
+arrays, or `jax.ShapeDtypeStruct`s with their sharding.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, cast
 
 import jax
 from jax.core import ShapedArray
-from jax.sharding import AbstractMesh, Mesh, NamedSharding
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 
 @functools.cache
@@ -68,8 +71,12 @@ def concrete_sharding(sharding: Any, mesh: Mesh | None) -> Any:
     return sharding
 
 
-def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
-    """The `jax.ShapeDtypeStruct` that JAX types as ``aval``.
+def shape_dtype_struct(
+    aval: Any, mesh: Mesh | None = None, placement: tuple[Any, ...] | None = None
+) -> Any:
+    """The `jax.ShapeDtypeStruct` that JAX types as ``aval``; with ``placement`` (the
+    entries of a partition spec the traced call's array had, see `record.placed`), split
+    so on the concrete mesh where one is known.
 
     An abstract token has no `jax.ShapeDtypeStruct`: a fresh token stands for it.
     """
@@ -79,7 +86,12 @@ def shape_dtype_struct(aval: Any, mesh: Mesh | None = None) -> Any:
             if sharding.mesh.empty:
                 sharding = None  # no mesh: JAX gives arrays no sharding in their type
             else:
-                sharding = concrete_sharding(sharding, mesh)
+                concrete = concrete_sharding(sharding, mesh)
+                if placement is not None and concrete is not sharding:
+                    concrete = NamedSharding(
+                        concrete.mesh, PartitionSpec(*placement), memory_kind=concrete.memory_kind
+                    )
+                sharding = concrete
         return jax.ShapeDtypeStruct(
             aval.shape, aval.dtype, weak_type=aval.weak_type, sharding=sharding
         )

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import attrs
 import jax
 from jax.core import AbstractValue, Tracer
-from jax.sharding import AbstractMesh, Mesh
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from tinax._src import private
 from tinax._src.core.statics import Statics, is_array
@@ -71,6 +71,10 @@ class Argument:
     ``star`` marks a ``*args`` parameter: its value is the tuple of the extra
     positional arguments. ``nonarrays`` marks an argument of an object with
     ``static_nonarrays=True``: its leaves that are not arrays are static values.
+    ``placements`` (see `placed`), per leaf, the entries of the partition spec the
+    call's array was placed with on the trace's mesh where its abstract value does not
+    say it (an Auto mesh), else ``None``; ``None`` for all. Not part of what JAX keys
+    the trace on: no comparison reads it.
     """
 
     name: str
@@ -81,6 +85,7 @@ class Argument:
     values: tuple[Any, ...]
     star: bool = False
     nonarrays: bool = False
+    placements: tuple[tuple[Any, ...] | None, ...] | None = None
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)  # slots=False: cached text properties
@@ -349,6 +354,89 @@ def record(
     return TracedSignature(0, tuple(recorded), mesh, private.trace_config())
 
 
+def placed(
+    call: TracedSignature,
+    signature: inspect.Signature | None,
+    statics: Statics,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> TracedSignature:
+    """``call`` (recorded inside its trace) with the placement of each array of the
+    call's own arguments ``args`` and ``kwargs`` (concrete arrays, or
+    `jax.ShapeDtypeStruct` values given to ``lower``) that its abstract value does not
+    carry: on a mesh with Auto axes JAX types an array split over the mesh as
+    replicated, and a warm start that compiled from the type alone would compile for
+    replicated inputs. Kept: the partition spec of a `NamedSharding` on the trace's
+    mesh, as plain entries, where it differs from the abstract value's. An argument
+    whose tree or shapes are not the traced ones (`batched_jit`'s batch) is left
+    without. Runs once per trace; never raises."""
+    mesh = call.abstract_mesh
+    if mesh.empty or not (args or kwargs):
+        return call
+    try:
+        given = {
+            name: value
+            for name, _, value, _, static in named_arguments(
+                signature, statics, tuple(args), kwargs
+            )
+            if not static
+        }
+        arguments = tuple(_placed(argument, given, mesh) for argument in call.recorded)
+    except Exception:  # an odd tree: no placements, as before they were recorded
+        return call
+    if all(argument.placements is None for argument in arguments):
+        return call
+    return attrs.evolve(call, recorded=arguments)
+
+
+def _placed(argument: Argument, given: Mapping[str, Any], mesh: AbstractMesh) -> Argument:
+    if argument.static or argument.name not in given:
+        return argument
+    tree_util: Any = jax.tree_util
+    leaves, treedef = tree_util.tree_flatten(given[argument.name])
+    if treedef != argument.treedef:
+        return argument
+    placements = tuple(
+        _placement(leaf, value, mesh) for leaf, value in zip(leaves, argument.values, strict=True)
+    )
+    if all(placement is None for placement in placements):
+        return argument
+    return attrs.evolve(argument, placements=placements)
+
+
+def _placement(leaf: Any, value: Any, mesh: AbstractMesh) -> tuple[Any, ...] | None:
+    """The entries of ``leaf``'s partition spec on ``mesh`` where its abstract value
+    ``value`` (of the same shape) reads another, else ``None``."""
+    sharding = getattr(leaf, "sharding", None)
+    if not is_abstract(value) or not isinstance(sharding, NamedSharding):
+        return None
+    if getattr(sharding.mesh, "abstract_mesh", None) != mesh:
+        return None
+    if tuple(getattr(leaf, "shape", ())) != tuple(getattr(value, "shape", ())):
+        return None
+    spec = sharding.spec
+    entries = tuple(spec)
+    if not all(_plain_entry(entry) for entry in entries) or PartitionSpec(*entries) != spec:
+        return None  # unreduced axes, UNCONSTRAINED: not written
+    own = getattr(getattr(value, "sharding", None), "spec", None)
+    if own is not None and _padded(entries, value) == _padded(tuple(own), value):
+        return None  # the type says it (Explicit axes): P('x') is P('x', None)
+    return entries
+
+
+def _padded(entries: tuple[Any, ...], value: Any) -> tuple[Any, ...]:
+    rank = len(getattr(value, "shape", ()))
+    return entries + (None,) * (rank - len(entries))
+
+
+def _plain_entry(entry: object) -> bool:
+    if entry is None or isinstance(entry, str):
+        return True
+    return isinstance(entry, tuple) and all(
+        isinstance(name, str) for name in cast("tuple[object, ...]", entry)
+    )
+
+
 def unrecorded(error: Exception) -> TracedSignature:
     """Stands in for a signature that could not be recorded (an exotic leaf)."""
     argument = Argument("(unrecorded)", False, True, None, ((),), (type(error).__name__,))
@@ -364,9 +452,11 @@ def _argument_value(
     if argument.static:
         value = argument.values[0]
         return value if static is None else static(value)
+    # A signature recorded before placements were (an older manifest's) has no such slot.
+    placements = getattr(argument, "placements", None) or (None,) * len(argument.values)
     leaves = [
-        abstract.shape_dtype_struct(value, mesh) if is_abstract(value) else value
-        for value in argument.values
+        abstract.shape_dtype_struct(value, mesh, placement) if is_abstract(value) else value
+        for value, placement in zip(argument.values, placements, strict=True)
     ]
     return argument.treedef.unflatten(leaves)
 
@@ -380,8 +470,9 @@ def abstract_arguments(
     """``(args, kwargs)`` that JAX keys exactly as the traced call of ``signature``.
 
     Each array leaf becomes a `jax.ShapeDtypeStruct` (shape, dtype, weak type,
-    and sharding where the abstract value has one; see the module docstring for
-    meshes), an abstract token a fresh token; other leaves, and static
+    and sharding where the abstract value has one, split as the traced call's
+    array was where `placed` recorded it; see `abstract` for meshes), an abstract
+    token a fresh token; other leaves, and static
     arguments, are the values traced. Arguments passed by keyword go into
     ``kwargs``, the others into ``args`` in call order, a ``*args`` tuple
     splatted back into ``args``.

@@ -288,9 +288,11 @@ class BudgetedMixin:
         placed on the object's mesh, or on the ambient one from `jax.set_mesh`),
         or a single `TracedSignature`, whose recorded arguments are used (see
         ``TracedSignature.abstract_arguments``): ``step.precompile(sig)`` with
-        ``sig = step.traced_signatures[-1]``. A trace does not record how arrays
-        were split over a mesh's Auto axes (JAX's types do not say): for those,
-        give the arrays, or `jax.ShapeDtypeStruct`s with their sharding.
+        ``sig = step.traced_signatures[-1]``. JAX's types do not say how arrays
+        were split over a mesh's Auto axes; a trace records it from the traced
+        call's own arrays, and its signature compiles for that split. For
+        another split, give the arrays, or `jax.ShapeDtypeStruct`s with their
+        sharding.
 
         Args:
             *args: Positional arguments, as they would be passed to the call, or

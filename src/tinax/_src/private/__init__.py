@@ -21,6 +21,8 @@ what happens on a JAX where it does not:
 - `jit_frames`: ``_infer_input_type`` formatting the jitted function into its message
   for a leaf it cannot trace, and ``_infer_params``'s locals (`rejected_leaf_call`):
   0.9.2 to 0.12.0.1; renamed: the call raises JAX's own message.
+- `jit_frames`: ``_infer_params``'s locals ``args`` and ``kwargs`` (`traced_arguments`):
+  0.9.2 to 0.12.1; renamed: warm start compiles for replicated inputs on an Auto mesh.
 - `tracing`: ``core.trace_ctx`` and ``DynamicJaxprTrace`` (`tracing_to_jaxpr`,
   `staged_out`): 0.9.2 to 0.12.0.1; no fallback (the import fails).
 - `flags`: ``config.trace_context_names`` (`trace_config`): missing: no config row.
@@ -85,6 +87,7 @@ from tinax._src.private.jit_frames import jaxpr_source as jaxpr_source
 from tinax._src.private.jit_frames import jit_call as jit_call
 from tinax._src.private.jit_frames import jit_source as jit_source
 from tinax._src.private.jit_frames import rejected_leaf_call as rejected_leaf_call
+from tinax._src.private.jit_frames import traced_arguments as traced_arguments
 from tinax._src.private.meshes import ambient_concrete_mesh as ambient_concrete_mesh
 from tinax._src.private.meshes import enter_mesh as enter_mesh
 from tinax._src.private.meshes import mesh_contexts as mesh_contexts

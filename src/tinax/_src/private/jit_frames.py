@@ -138,3 +138,29 @@ def rejected_leaf_call(
     if type(args) is not tuple or type(kwargs) is not dict:
         return None
     return cast("tuple[Any, ...]", args), cast("dict[str, Any]", kwargs)
+
+
+def traced_arguments(frame: types.FrameType | None) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """``(args, kwargs)`` of the `jax.jit` call or ``lower``/``trace`` being traced now, as
+    seen from ``frame`` (inside the trace): concrete arrays or `jax.ShapeDtypeStruct` values,
+    with their shardings; ``((), {})`` where none is found.
+
+    No public API hands a traced function the arguments of its call. JAX's
+    ``_infer_params`` in ``jax/_src/pjit.py``, which every call that misses its cache
+    and every ``trace``/``lower`` runs, holds them as its locals ``args`` and
+    ``kwargs``: read on jax 0.9.2, 0.10.2 and 0.12.1; where a JAX renames them, none
+    are found (a warm start then compiles for replicated inputs, as a trace's types
+    on an Auto mesh say).
+    """
+    for _ in range(MAX_FRAMES):
+        if frame is None:
+            break
+        if pjit_frame(frame, "_infer_params"):
+            local = frame.f_locals
+            args: Any = local.get("args")
+            kwargs: Any = local.get("kwargs")
+            if isinstance(args, tuple) and isinstance(kwargs, dict):
+                return cast("tuple[Any, ...]", args), cast("dict[str, Any]", kwargs)
+            break
+        frame = frame.f_back
+    return (), {}
