@@ -183,14 +183,17 @@ all_defaults: Callable[[Mapping[str, object]], bool] = _identity_chain(PARSED, _
 
 
 def _checked_in_turn(rows: tuple[Option, ...], order: tuple[str, ...]) -> Any:
-    """``as_checked(api, values)``: runs the checker of each row on its value, in the rows'
-    order, and returns the values that are not their defaults, in ``order`` (what `jax.jit`
-    is given them in). Written out once, as `_identity_chain`: no loop on a wrap."""
+    """``as_checked(api, values)``: runs the checker of each row on its value where it is
+    not the row's default object, in the rows' order, and returns the values that are not
+    their defaults, in ``order`` (what `jax.jit` is given them in). Written out once, as
+    `_identity_chain`: no loop on a wrap."""
     namespace: dict[str, object] = {}
     lines = ["def as_checked(api, values):"]
     for index, row in enumerate(rows):
         namespace[f"_check{index}"], namespace[f"_default{index}"] = row.check, row.default
-        lines.append(f"    value{index} = _check{index}(api, {row.name!r}, values[{row.name!r}])")
+        lines.append(f"    value{index} = values[{row.name!r}]")
+        lines.append(f"    if value{index} is not _default{index}:  # the default is valid")
+        lines.append(f"        value{index} = _check{index}(api, {row.name!r}, value{index})")
     lines.append("    checked = {}")
     for name in order:
         index = next(index for index, row in enumerate(rows) if row.name == name)
