@@ -118,17 +118,16 @@ def check(
     if not entries:
         return None
     combinations = math.prod(len(entry.sizes) for entry in entries)
-    if max_traces < combinations and len(entries) == 1:
-        [entry] = entries
-        raise ValueError(
-            f"{api}: max_traces must be at least the number of buckets of {entry.path} axis "
-            f"{entry.axis}, {combinations}, since each may trace; got {max_traces}."
-        )
     if max_traces < combinations:
-        product = " x ".join(str(len(entry.sizes)) for entry in entries)
+        if len(entries) == 1:  # one axis: its buckets, named
+            counted = f"the number of buckets of {entries[0].path} axis {entries[0].axis}"
+            product = f"{combinations}"
+        else:
+            counted = "the number of combinations of buckets"
+            product = f"{combinations} ({' x '.join(str(len(e.sizes)) for e in entries)})"
         raise ValueError(
-            f"{api}: max_traces must be at least the number of combinations of buckets, "
-            f"{combinations} ({product}), since each may trace; got {max_traces}."
+            f"{api}: max_traces must be at least {counted}, {product}, since each may trace; "
+            f"got {max_traces}."
         )
     return Buckets(tuple(entries), combinations, ReadOnly(shown))
 
@@ -266,11 +265,16 @@ class Miss(NamedTuple):
 _LISTED = 3  # arrays of one key whose padding a fix writes out
 
 
+def _padding(found: Sequence[Miss]) -> tuple[str, ...]:
+    """Each miss's fix lines (`Miss.fixes`), each line once."""
+    return tuple(dict.fromkeys(line for miss in found for line in miss.fixes()))
+
+
 def fix_lines(found: Sequence[Miss]) -> list[str]:
     """The "How to fix:" lines of a call outside the buckets: each miss's fix, then, where
     one is padding, that the size can be declared instead, and where arrays under one key
     differ, that each can have a key of its own."""
-    lines = list(dict.fromkeys(line for miss in found for line in miss.fixes()))
+    lines = list(_padding(found))
     if any(miss.paddable for miss in found):
         lines.append("or add the size to buckets= and raise max_traces with it")
     if any(miss.others for miss in found):
@@ -395,7 +399,7 @@ def shape_fix(
     except ValueError:  # a declaration the call shows wrong: its own error says so
         return ()
     if found:
-        return tuple(dict.fromkeys(line for miss in found for line in miss.fixes()))
+        return _padding(found)
     taken = combination(buckets, call)
     if closest is None or taken is None:
         return ()
