@@ -33,7 +33,9 @@ compiles of the trace itself: no call of the trace has an executable from them, 
 A load from JAX's persistent compilation cache ends with the same event; it is
 counted apart (``cache_loads``), as `observe.cache_loads` tells it: it made no
 XLA compile, but it still stands for an executable of the trace, so the inputs'
-placements are recorded as for a compile.
+placements are recorded as for a compile. A compile answered by an executable warm
+start compiled ahead (`observe.compile_events.ahead`) is neither: the call compiled
+nothing, and its placements are recorded.
 
 Nothing here runs on a cached call: only when XLA compiles (or loads).
 """
@@ -372,11 +374,12 @@ def _count(frame: types.FrameType) -> None:
                 kept.jaxprs = weakref.WeakKeyDictionary()
             kept.jaxprs[jaxpr] = number
     loaded = compile_events.loaded()
+    ahead = compile_events.ahead()  # warm start's executable: neither compiled nor loaded
     kept = book(handle)
     with kept.lock:
         if loaded:
             kept.loads += 1
-        else:
+        elif not ahead:
             kept.count += 1
         if number is None:
             return
@@ -447,24 +450,7 @@ def _report(handle: Handle, number: int, count: int, cause: str, loaded: bool = 
         else "XLA compiled again without a new trace (reusing trace #%d; compile %d of "
         "this object, traces_used=%d): %s"
     )
-    logger.info("%s: " + what, heading, number, count, handle.ledger.counted, cause)
-
-
-def forget(handle: Handle, number: int) -> None:
-    """Trace ``number`` of the object of ``handle`` was dropped before any call ran it
-    (warm start's trace, made with state the program changed since): its compiles and
-    loads no longer count, and its jaxpr no longer names it."""
-    kept = book(handle)
-    with kept.lock:
-        made = len(kept.by_trace.pop(number, ()))
-        loaded = kept.loaded.pop(number, 0)
-        kept.loads -= loaded
-        kept.count -= made - loaded
-        kept.transformed.discard(number)
-        kept.staged.discard(number)
-        if kept.jaxprs is not None:
-            for jaxpr in [found for found, at in kept.jaxprs.items() if at == number]:
-                del kept.jaxprs[jaxpr]
+    logger.info("%s: " + what, heading, number, count, handle.ledger.used, cause)
 
 
 def count(handle: Handle) -> int:

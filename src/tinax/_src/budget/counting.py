@@ -34,7 +34,6 @@ R = TypeVar("R")
 
 
 class _Local(threading.local):
-    checking = False  # a trace that only checks another (`checking`): not counted
     made: list[tuple[object, int]] | None = None  # `collecting`: (ledger, number) per trace
 
 
@@ -52,19 +51,6 @@ def collecting() -> Generator[list[tuple[object, int]]]:
         yield made
     finally:
         _local.made = earlier
-
-
-@contextlib.contextmanager
-def checking() -> Generator[None]:
-    """Traces in this thread, in the block, run the body and nothing else: not counted,
-    recorded, reported or refused (warm start's check of a warm trace: a second trace of
-    a signature already counted, whose jaxpr is compared with the first)."""
-    earlier = _local.checking
-    _local.checking = True
-    try:
-        yield
-    finally:
-        _local.checking = earlier
 
 
 # --- the count -----------------------------------------------------------------------------
@@ -94,8 +80,8 @@ def counted(
     signature, statics = handle.signature, handle.statics
 
     def traced(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not private.tracing_to_jaxpr() or _local.checking:  # eager, or a check's trace
-            return function(*args, **kwargs)  # run eagerly (disable_jit), or uncounted
+        if not private.tracing_to_jaxpr():  # eager
+            return function(*args, **kwargs)  # run eagerly (disable_jit)
         # a call placed against in_shardings: JAX's error now, not after a counted trace
         raise_if_misplaced(sys._getframe(1), lowering_only=True)  # pyright: ignore[reportPrivateUsage]
         call = _record_or_placeholder(signature.get(), statics, args, kwargs)
@@ -113,22 +99,16 @@ def counted(
             outside = _check_buckets(handle, attempted, rejects, args, kwargs)
         if not handle.first_traced:  # is this object one of many rebuilt alike?
             rebuilt.check_rebuilt(handle, call)
-        given_back = None
         with ledger.lock:
-            used = ledger.counted
+            used = ledger.used
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
-            if over and ledger.lent:  # warm start compiled a trace no call has used
-                given_back = ledger.repay_one()
-                used, attempt, over = used - 1, attempt - 1, attempt - 1 > max_traces
             policy = None
             if over and private.chex_asserts_enabled():
                 policy = resolve(handle.on_exceed)
             if policy != "raise":
                 ledger.in_flight += 1
             history = tuple(ledger.history)
-        if given_back is not None:
-            trace_reports.given_back(reported, given_back, attempt, max_traces)
         if over:
             attempted = call.numbered(0, call_site=site)
             if policy == "raise":
@@ -207,7 +187,7 @@ def _check_buckets(
         check_in_trace(rejects, args, kwargs)
     ledger = handle.ledger
     with ledger.lock:
-        used = ledger.counted
+        used = ledger.used
         attempt = used + ledger.in_flight + 1
     policy = resolve(handle.on_exceed) if private.chex_asserts_enabled() else None
     error = trace_reports.outside_buckets(

@@ -14,7 +14,7 @@ import jax
 
 from tinax._src import private
 from tinax._src.budget import compiles, counting
-from tinax._src.jit import jax_options, meshes, options, seams
+from tinax._src.jit import jax_options, meshes, options
 from tinax._src.jit.call_errors import leaf_error
 from tinax._src.jit.metadata import present
 from tinax._src.jit.plan import Plan
@@ -91,7 +91,6 @@ def build(
         plan.on_exceed,
         ledger,
         weakref.ref(owner),
-        seams.SEAMS,
         plan.convention.user_arguments,
         plan.buckets,
     )

@@ -16,7 +16,7 @@ from jax.sharding import Mesh
 
 from tinax._src import private
 from tinax._src.buckets import declared
-from tinax._src.budget import compiles, counting, rejections
+from tinax._src.budget import compiles, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
 from tinax._src.jit import bucket_compiles, jax_options, meshes
@@ -80,7 +80,7 @@ class BudgetedMixin:
     def traces_used(self) -> int:
         """How many traces this object has made so far (never more than `max_traces`
         while chex assertions are on)."""
-        return self._ledger.counted
+        return self._ledger.used
 
     @property
     def compiles_used(self) -> int:
@@ -230,7 +230,6 @@ class BudgetedMixin:
         stage, whose ``lower()`` and that stage's ``compile()`` count their compiles
         for this object (`compiles.own_stage`), with the number of the trace and the
         placements of the call's inputs."""
-        self._checked_warm(args, kwargs)
         stage = self._forward(self._jitted.trace, args, kwargs)
         known = self._signature.get()
         traced = self._plan.convention.jax_stage(stage)
@@ -268,7 +267,6 @@ class BudgetedMixin:
     def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
         """Output shapes and dtypes for these arguments, without running the function;
         counts a trace if the signature is new. See `jax.jit`'s ``eval_shape``."""
-        self._checked_warm(args, kwargs)
         out = self._forward(self._jitted.eval_shape, args, kwargs)
         return self._plan.convention.output(out)
 
@@ -370,39 +368,6 @@ class BudgetedMixin:
             return convention.at_jax(jitted, method, jax_args, jax_kwargs)
 
         return self._forward(run, args, kwargs)
-
-    def _checked_warm(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Before ``lower``, ``trace``, ``precompile`` or ``eval_shape`` use a trace:
-        warm start's check of a warm trace they would use, as a call's (set on the
-        object while warm traces wait for their first use; none otherwise)."""
-        check = self.__dict__.get("_warm_check")
-        if check is not None:
-            check(args, kwargs)
-
-    def _fresh_stage(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """JAX's stage of a call traced now, outside JAX's caches and not counted (warm
-        start's check, `private.fresh_trace`, `counting.checking`)."""
-        with counting.checking():
-            return self._jax_level(private.fresh_trace, args, kwargs)
-
-    def _forget_trace(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], jaxpr: Any, number: int
-    ) -> None:
-        """Drops trace ``number``, which no call has run (warm start's, made with state
-        the program changed since): from JAX's caches (`private.forget_trace`, for a
-        call with these arguments in this thread's mesh context; where JAX moved what it
-        reads, the object's whole cache), and from the budget, the history and the
-        compile count, so that the next call with them traces and counts as without it."""
-        ledger = self._ledger
-        try:
-            self._jax_level(
-                lambda jitted, a, k: private.forget_trace(jitted, a, k, jaxpr), args, kwargs
-            )
-        except Exception:  # JAX moved: every trace of the object traces again
-            self._jitted.clear_cache()
-            ledger.clear()
-        ledger.forget(number)
-        compiles.forget(self._handle, number)
 
     def clear_cache(self) -> None:
         """Empties this object's compilation cache, as `jax.jit`'s ``clear_cache``.

@@ -6,8 +6,7 @@ trace agreement and warm start. It holds what is fixed at wrap time (the name of
 the class, the function, the budget, the statics, the signature, the mesh, the
 overrun policy, the shape buckets, and the calling convention's reading of a call
 `jax.jit` got as the user made it), the ledger (the count), a weak reference to the
-public object, the object's seams (`Seams`: what warm start does to its call), and
-one slot per layer that keeps state of its own for the object, typed `object` here
+public object, and one slot per layer that keeps state of its own for the object, typed `object` here
 and read through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
 (`budget.compiles`), ``agreement`` (`parallel.trace_agreement`).
 
@@ -56,56 +55,6 @@ class Budgeted(Protocol):
         ...
 
 
-class Seams(Protocol):
-    """What warm start does to an object, as the wrappers implement it (`jit.seams`):
-    its call while warm traces wait (`gate`, `ungate`), which trace a call reuses, a
-    trace made outside JAX's caches, a trace dropped, and a precompile."""
-
-    def gate(
-        self,
-        handle: Handle,
-        call: Callable[..., Any],
-        check: Callable[[tuple[Any, ...], dict[str, Any]], None],
-    ) -> Callable[..., Any] | None:
-        """Makes ``call`` the object's call, and ``check`` what its ``lower``, ``trace``,
-        ``precompile`` and ``eval_shape`` run first; returns the call it had (built now if
-        not yet, in this thread), or ``None`` if the object is gone."""
-        ...
-
-    def gated(self, handle: Handle, call: Callable[..., Any]) -> bool:
-        """Whether the object is alive and its call is still ``call``."""
-        ...
-
-    def ungate(self, handle: Handle, original: Callable[..., Any]) -> None:
-        """Gives the object its ``original`` call back, and drops the check."""
-        ...
-
-    def reused(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
-        """The number of the trace a call with these arguments reuses, or ``None``."""
-        ...
-
-    def fresh_stage(self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """JAX's stage of the call traced now, outside JAX's caches and not counted."""
-        ...
-
-    def forget_trace(
-        self,
-        handle: Handle,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        jaxpr: Any,
-        number: int,
-    ) -> None:
-        """Drops trace ``number``, which no call ran, from JAX's caches and the budget."""
-        ...
-
-    def precompiled(
-        self, handle: Handle, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
-        """``precompile``: the arguments traced, JAX's stage and the compiled function."""
-        ...
-
-
 Arguments = tuple[tuple[Any, ...], dict[str, Any]]
 UserArguments = Callable[[tuple[Any, ...], dict[str, Any]], Arguments | None]
 """The calling convention's reading of a call `jax.jit` got, as the user made it
@@ -129,7 +78,6 @@ class Handle:
         "mesh",
         "on_exceed",
         "public",
-        "seams",
         "signature",
         "statics",
         "user_arguments",
@@ -146,7 +94,6 @@ class Handle:
         on_exceed: str | None,
         ledger: Ledger,
         public: Callable[[], Budgeted | None],
-        seams: Seams,
         user_arguments: UserArguments,
         buckets: Buckets | None = None,
     ) -> None:
@@ -159,7 +106,6 @@ class Handle:
         self.on_exceed = on_exceed  # the object's overrun policy (None: the default)
         self.ledger = ledger
         self.public = public  # a weak reference to the public object
-        self.seams = seams
         # a call's arguments as the user passed them, from jax.jit's; None if not read back
         self.user_arguments = user_arguments
         self.buckets = buckets  # the sizes declared axes may take, or None

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 class _Loaded(threading.local):
     loaded: bool = False  # the compile in progress in this thread was a cache load
+    ahead: bool = False  # it was answered by an executable warm start compiled ahead
 
 
 _loaded = _Loaded()
@@ -53,6 +54,21 @@ def _on_event(event: str, **metadata: object) -> None:
 def _on_start(event: str, value: float, **metadata: object) -> None:
     if event == private.COMPILE_EVENT:
         _loaded.loaded = False
+        _loaded.ahead = False
+
+
+def note_ahead(*, loaded: bool) -> None:
+    """The compile in progress in this thread is answered by an executable warm start
+    compiled ahead (``loaded``: that compile was a load from JAX's persistent cache):
+    the call compiles nothing (`ahead`)."""
+    _loaded.ahead = True
+    _loaded.loaded = False
+
+
+def ahead() -> bool:
+    """Whether the compile that ends now, in this thread, was answered by an executable
+    compiled ahead by warm start (no XLA compile and no load at the call)."""
+    return _loaded.ahead
 
 
 def loaded() -> bool:
@@ -111,7 +127,7 @@ def _on_duration(event: str, duration_secs: float, **metadata: str | int) -> Non
             return
         if event != _COMPILE_EVENT or not _compiled_as(metadata.get("fun_name"), name):
             return
-        if loaded():  # loaded from the persistent cache: no compile time
+        if loaded() or ahead():  # a load, or warm start's executable: no compile time
             return
         ledger, entry = ledger_ref(), entry_ref()
         if ledger is None or entry is None:  # the object is gone: nothing to attribute

@@ -185,7 +185,7 @@ def committed(
     where = report.function_location(function)
     heading = report.function_name(function) + (f" ({where})" if where else "")
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
-    counted = entry.number - ledger.given_back_count  # warm-start traces given back
+    counted = entry.number
     buckets = handle.buckets
     if buckets is not None and declared.declared_trace(buckets, entry, earlier):  # expected
         if logger.isEnabledFor(logging.DEBUG):
@@ -212,21 +212,3 @@ def committed(
     fix = () if buckets is None else declared.shape_fix("", buckets, best, entry)
     lines = report.explanation_lines(best, found, entry, earlier, shape_fix=fix)
     logger.info("%s\n%s", head, "\n".join(lines))
-
-
-def given_back(function: Callable[..., Any], number: int, attempt: int, max_traces: int) -> None:
-    """A warm-start trace that no call used gives its slot in the budget to a call's
-    trace (``INFO``): a stale manifest never refuses a call a cold start would run."""
-    if not logger.isEnabledFor(logging.INFO):
-        return
-    where = report.function_location(function)
-    heading = report.function_name(function) + (f" ({where})" if where else "")
-    logger.info(
-        "%s: trace #%d was compiled ahead by tinax.warm_start from last run's signatures, "
-        "but no call has used it; it gives its place in the budget to this call's trace "
-        "(%d of max_traces=%d)",
-        heading,
-        number,
-        attempt,
-        max_traces,
-    )

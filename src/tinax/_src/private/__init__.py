@@ -51,14 +51,12 @@ what happens on a JAX where it does not:
   (`flags`), ``core.valid_jaxtype`` (`tracing`), chex's ``DISABLE_ASSERTIONS``
   (`flags`): 0.9.2 to 0.12.0.1, no fallback.
 
-- `trace_caches`: ``pjit.jit_trace``, a `jax.jit` object's ``_fun`` and
-  ``_jit_info``, ``pjit._infer_params_cached``, ``pe.trace_to_jaxpr.evict_weakref``
-  (`fresh_trace`, `forget_trace`): read on 0.10.2; moved: warm start drops every
-  warm trace at its first call (the call traces as without warm start).
-- `trace_caches`: ``config.hlo_source_file_canonicalization_regex`` (in the trace
-  context from 0.9.2 to 0.12.1), ``cache_keys``/``evict_weakref`` of
-  ``_infer_params_cached`` and ``trace_to_jaxpr``, ``util._caches`` and
-  ``linear_util.cache``'s table (`fresh_trace`, `forget_nested`): read on 0.10.2.
+- `executables`: ``compiler.compile_or_get_cached`` (`intercept`: warm start records
+  each compile's module and answers a call from an executable compiled ahead),
+  ``xla_bridge.backends_are_initialized`` and ``_backends`` (`backend_started`: the
+  compiles ahead wait for the program to start the backend), ``make_ir_context`` and
+  the ``strip-debuginfo`` pass JAX's cache key runs (`parse`, `module_digest`): 0.9.2,
+  0.10.2 and 0.12.1; renamed: warm start records and compiles nothing ahead.
 
 Rules that changed between releases are read from the version (`JAX_VERSION`, in
 `versions`): `STATIC_HASH_DECIDES`.
@@ -72,6 +70,20 @@ from tinax._src.private.compile_events import CACHE_HIT_EVENT as CACHE_HIT_EVENT
 from tinax._src.private.compile_events import CACHE_REQUEST_EVENT as CACHE_REQUEST_EVENT
 from tinax._src.private.compile_events import COMPILE_EVENT as COMPILE_EVENT
 from tinax._src.private.compile_events import shadow_method as shadow_method
+from tinax._src.private.executables import Parsed as Parsed
+from tinax._src.private.executables import Request as Request
+from tinax._src.private.executables import backend_started as backend_started
+from tinax._src.private.executables import backends_started as backends_started
+from tinax._src.private.executables import compile_parsed as compile_parsed
+from tinax._src.private.executables import device_ids as device_ids
+from tinax._src.private.executables import digest as digest
+from tinax._src.private.executables import intercept as intercept
+from tinax._src.private.executables import jax_compile as jax_compile
+from tinax._src.private.executables import module_bytes as module_bytes
+from tinax._src.private.executables import module_digest as module_digest
+from tinax._src.private.executables import module_name as module_name
+from tinax._src.private.executables import options_bytes as options_bytes
+from tinax._src.private.executables import parse as parse
 from tinax._src.private.flags import chex_asserts_enabled as chex_asserts_enabled
 from tinax._src.private.flags import distributed_state as distributed_state
 from tinax._src.private.flags import jit_cache_object as jit_cache_object
@@ -96,10 +108,6 @@ from tinax._src.private.placement import lowering as lowering
 from tinax._src.private.placement import misplaced as misplaced
 from tinax._src.private.portable import PortablePickler as PortablePickler
 from tinax._src.private.portable import portable_dumps as portable_dumps
-from tinax._src.private.trace_caches import CHECK_SUFFIX as CHECK_SUFFIX
-from tinax._src.private.trace_caches import forget_nested as forget_nested
-from tinax._src.private.trace_caches import forget_trace as forget_trace
-from tinax._src.private.trace_caches import fresh_trace as fresh_trace
 from tinax._src.private.tracebacks import filter_traceback as filter_traceback
 from tinax._src.private.tracebacks import hide_from_tracebacks as hide_from_tracebacks
 from tinax._src.private.tracing import staged_out as staged_out

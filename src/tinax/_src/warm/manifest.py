@@ -70,15 +70,45 @@ class Unwritable(Exception):
 
 
 @attrs.frozen
+class Executable:
+    """One executable a call of a signature ran, as recorded: the symbol name and the
+    canonical digest of the module it was compiled from (the module itself is a file
+    of its own, `module_file`), its compile options (serialized, base64), the ids of its
+    devices and their platform."""
+
+    name: str
+    digest: str
+    options: str
+    devices: tuple[int, ...]
+    platform: str
+
+
+@attrs.frozen
 class Recorded:
-    """One traced signature as written: its text and its pickle (base64); ``runs``, how
-    many runs of its object used it, and ``last``, the object's run (`Place.runs`) that
-    used it last."""
+    """One traced signature as written: its text and its pickle (base64, ``""`` where
+    it cannot be written), the executables its calls ran; ``runs``, how many runs of
+    its object used it, and ``last``, the object's run (`Place.runs`) that used it
+    last."""
 
     text: str
     data: str
     runs: int = 1
     last: int = 1
+    executables: tuple[Executable, ...] = ()
+
+    @property
+    def identity(self) -> str:
+        """What makes two records one signature: its pickle where written (two
+        signatures of one text, such as an nnx model in ``train()`` and ``eval()``,
+        stay two; a static whose text holds an address stays one), else its text."""
+        return self.data or self.text
+
+
+def module_file(manifest_path: str, digest: str) -> str:
+    """Where the module of digest ``digest`` is kept: ``<stem>.modules/<digest>.mlirbc``
+    beside the manifest (one folder per manifest file)."""
+    stem, _ = os.path.splitext(os.fspath(manifest_path))
+    return os.path.join(f"{stem}.modules", f"{digest}.mlirbc")
 
 
 @attrs.frozen
@@ -240,11 +270,17 @@ def _place(name: str, entry: object) -> Place:
         if not isinstance(data, str):
             raise ManifestError(_not_a_string(name, "data"))
         try:  # checked here, so that a damaged field reads as any other damage
-            base64.b64decode(data, validate=True)
+            base64.b64decode(data, validate=True)  # "" where the signature was not written
         except ValueError:  # binascii.Error: "Incorrect padding", "Non-base64 digit found"
             raise ManifestError(f'object {name!r}: a signature\'s "data" is not base64') from None
         kept.append(
-            Recorded(text, data, _count(name, signature, "runs"), _count(name, signature, "last"))
+            Recorded(
+                text,
+                data,
+                _count(name, signature, "runs"),
+                _count(name, signature, "last"),
+                _executables(name, signature.get("executables", [])),
+            )
         )
     code = fields.get("code")
     function = fields.get("function")
@@ -254,6 +290,42 @@ def _place(name: str, entry: object) -> Place:
         tuple(ranked(kept)),
         runs,
     )
+
+
+def _executables(name: str, items: object) -> tuple[Executable, ...]:
+    """A signature's ``"executables"``, checked field by field."""
+    if not isinstance(items, list):
+        raise ManifestError(f'object {name!r}: a signature\'s "executables" is not a list')
+    found: list[Executable] = []
+    for item in cast("list[Any]", items):
+        fields = cast("dict[str, Any]", item) if isinstance(item, dict) else None
+        if fields is None:
+            raise ManifestError(f"object {name!r}: an executable is not a JSON object")
+        name_, digest, options, platform_ = (
+            fields.get(key) for key in ("name", "digest", "options", "platform")
+        )
+        devices = fields.get("devices")
+        if not (
+            isinstance(name_, str)
+            and isinstance(digest, str)
+            and isinstance(options, str)
+            and isinstance(platform_, str)
+            and isinstance(devices, list)
+            and all(type(device) is int for device in cast("list[Any]", devices))
+        ):
+            raise ManifestError(
+                f'object {name!r}: an executable needs "name", "digest", "options" and '
+                '"platform" strings and "devices", a list of ints'
+            )
+        try:
+            base64.b64decode(options, validate=True)
+        except ValueError:
+            raise ManifestError(
+                f'object {name!r}: an executable\'s "options" is not base64'
+            ) from None
+        ids = tuple(cast("list[int]", devices))
+        found.append(Executable(name_, digest, options, ids, platform_))
+    return tuple(found)
 
 
 def _not_a_string(name: str, field: str) -> str:
@@ -268,7 +340,9 @@ def _count(name: str, fields: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
+def write(
+    path: str | os.PathLike[str], manifest: Manifest, modules: Mapping[str, bytes] | None = None
+) -> None:
     """Writes ``manifest`` to ``path`` at once: a temporary file in the same folder,
     flushed to disk (``fsync``), then renamed over ``path`` (``os.replace``). A reader
     sees the old file or the new one, whole; a run killed while writing leaves the old
@@ -287,6 +361,16 @@ def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
                         "runs": recorded.runs,
                         "last": recorded.last,
                         "data": recorded.data,
+                        "executables": [
+                            {
+                                "name": executable.name,
+                                "digest": executable.digest,
+                                "devices": list(executable.devices),
+                                "platform": executable.platform,
+                                "options": executable.options,
+                            }
+                            for executable in recorded.executables
+                        ],
                     }
                     for recorded in place.signatures
                 ],
@@ -297,6 +381,7 @@ def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
+    _write_modules(target, manifest, modules or {})
     handle, temporary = tempfile.mkstemp(prefix=".tinax-warm-", suffix=".json", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
@@ -310,6 +395,37 @@ def write(path: str | os.PathLike[str], manifest: Manifest) -> None:
             os.unlink(temporary)
         raise
     _sync_folder(folder)
+
+
+def _write_modules(target: str, manifest: Manifest, modules: Mapping[str, bytes]) -> None:
+    """Each module the manifest names and ``modules`` holds, in its own file
+    (`module_file`), written whole (a temporary file renamed), before the manifest that
+    names it; the folder's modules that the manifest no longer names are removed."""
+    wanted = referenced(manifest)
+    folder = os.path.dirname(module_file(target, "x"))
+    for digest in sorted(wanted & set(modules)):
+        where = module_file(target, digest)
+        if os.path.exists(where):
+            continue
+        os.makedirs(folder, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".tinax-module-", dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                file.write(modules[digest])
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, where)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+    if not os.path.isdir(folder):
+        return
+    for entry in os.listdir(folder):
+        digest, suffix = os.path.splitext(entry)
+        if suffix == ".mlirbc" and digest not in wanted:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, entry))
 
 
 def _sync_folder(folder: str) -> None:
@@ -327,7 +443,9 @@ def _sync_folder(folder: str) -> None:
         os.close(handle)
 
 
-def save(path: str | os.PathLike[str], manifest: Manifest) -> Manifest:
+def save(
+    path: str | os.PathLike[str], manifest: Manifest, modules: Mapping[str, bytes] | None = None
+) -> Manifest:
     """Writes ``manifest`` to ``path`` merged with what the file holds now (`combined`),
     under a lock file beside it, so that processes writing one file lose nothing of
     each other's. Returns what was written. A file that cannot be read is replaced."""
@@ -338,7 +456,7 @@ def save(path: str | os.PathLike[str], manifest: Manifest) -> Manifest:
         except (OSError, ManifestError, UnicodeDecodeError):
             on_disk = None
         result = manifest if on_disk is None else combined(manifest, on_disk)
-        write(target, result)
+        write(target, result, modules)
     return result
 
 
@@ -396,16 +514,40 @@ def used(before: Place | None, function: str, code: str | None, now: Sequence[Re
     if not now:
         return before if before is not None else Place(function, code, (), 0)
     runs = (before.runs if before is not None else 0) + 1
-    earlier = {r.text: r for r in before.signatures} if before is not None else {}
+    earlier = {r.identity: r for r in before.signatures} if before is not None else {}
     fresh: dict[str, Recorded] = {}
     for recorded in now:
-        if recorded.text not in fresh:
-            old = earlier.get(recorded.text)
-            fresh[recorded.text] = attrs.evolve(
-                recorded, runs=(old.runs if old is not None else 0) + 1, last=runs
+        if recorded.identity not in fresh:
+            old = earlier.get(recorded.identity)
+            fresh[recorded.identity] = attrs.evolve(
+                recorded,
+                runs=(old.runs if old is not None else 0) + 1,
+                last=runs,
+                executables=merged(recorded.executables, old.executables if old else ()),
             )
-    rest = [r for r in earlier.values() if r.text not in fresh]
+    rest = [r for r in earlier.values() if r.identity not in fresh]
     return _kept(Place(function, code, (*fresh.values(), *rest), runs))
+
+
+MAX_EXECUTABLES = 4  # kept per signature, newest first (a trace compiled per placement)
+
+
+def merged(newer: Sequence[Executable], older: Sequence[Executable]) -> tuple[Executable, ...]:
+    """``newer``'s executables, then ``older``'s not among them, at most `MAX_EXECUTABLES`."""
+    seen: dict[tuple[str, str, tuple[int, ...]], Executable] = {}
+    for executable in (*newer, *older):
+        seen.setdefault((executable.digest, executable.options, executable.devices), executable)
+    return tuple(seen.values())[:MAX_EXECUTABLES]
+
+
+def referenced(manifest: Manifest) -> set[str]:
+    """The digests of every module the manifest's executables name."""
+    return {
+        executable.digest
+        for place in manifest.places.values()
+        for recorded in place.signatures
+        for executable in recorded.executables
+    }
 
 
 def combined(mine: Manifest, theirs: Manifest) -> Manifest:
@@ -420,13 +562,18 @@ def combined(mine: Manifest, theirs: Manifest) -> Manifest:
 
 
 def _combined(mine: Place, theirs: Place) -> Place:
-    signatures = {r.text: r for r in mine.signatures}
+    signatures = {r.identity: r for r in mine.signatures}
     for other in theirs.signatures:
-        own = signatures.get(other.text)
-        signatures[other.text] = (
+        own = signatures.get(other.identity)
+        signatures[other.identity] = (
             other
             if own is None
-            else attrs.evolve(own, runs=max(own.runs, other.runs), last=max(own.last, other.last))
+            else attrs.evolve(
+                own,
+                runs=max(own.runs, other.runs),
+                last=max(own.last, other.last),
+                executables=merged(own.executables, other.executables),
+            )
         )
     runs = max(mine.runs, theirs.runs)
     return _kept(Place(mine.function, mine.code, tuple(signatures.values()), runs))

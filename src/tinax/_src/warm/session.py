@@ -1,35 +1,36 @@
-"""Warm start: every budgeted object compiles last run's signatures as it is built.
+"""Warm start: a restarted program compiles, ahead of its calls, the executables last
+run's calls ran, and nothing of the program runs ahead.
 
 `warm_start(path)` is called once, at program start. From then on:
 
 - **Recording.** Each trace an object commits is encoded at trace time (its text
-  and its pickle, `manifest.encode`) and wakes a daemon writer thread, which writes
-  the file `workers._WRITE_DELAY` seconds later (`manifest.save`: a temporary file, fsync,
-  rename; merged under a lock with what the file holds), so that a run killed at any
-  moment leaves what it traced; and once more at exit. The file is the process's
-  own: ``path``, or under ``jax.distributed`` ``<path stem>.process-<i><suffix>``
-  for process ``i > 0``. Each object's run that used a signature counts
-  (`manifest.used`): the most used, then most recent, compile ahead.
-- **Warm compiles.** An object built at a place the manifest names (same function,
-  file, line and rank there) starts compiling the recorded signatures at once, in
-  background threads: `precompile`, one task per signature, at most the object's
-  budget left. Until they are all done, the object's call is a small wrapper that
-  waits for them (a call never traces what a warm compile is tracing); the last one
-  to finish puts the `jax.jit` object back as the call, so a cached call costs what
-  it costs without warm start. A warm trace that raises (the program has not set
-  what it reads yet) is logged at ``INFO``, a signature that no longer unpickles at
-  ``WARNING``; either leaves the object as a first call would find it cold.
-- **The check.** The warm trace read the program's state as the object was built
-  (for one built at module level, during the import). The first call that would run
-  from it traces the function again, in its own thread, outside JAX's caches and
-  not counted, and compares the two (`same.same_stage`); where they differ, the
-  warm trace is dropped (JAX's cache, the budget, the history, the compile counts)
-  and the call traces as without warm start (``INFO``).
+  and its pickle, `manifest.encode`); each compile of one of its traces records the
+  module the call lowered to (MLIR bytecode, in a file named by its canonical digest
+  beside the manifest), its compile options and devices (`_compiled`, run by
+  `ahead.Ahead` at every compile: never on a cached call). Both wake a daemon writer
+  thread, which writes the file `workers._WRITE_DELAY` seconds later (`manifest.save`:
+  a temporary file, fsync, rename; merged under a lock with what the file holds), so
+  that a run killed at any moment leaves what it ran; and once more at exit. The file
+  is the process's own: ``path``, or under ``jax.distributed``
+  ``<path stem>.process-<i><suffix>`` for process ``i > 0``. Each object's run that
+  used a signature counts (`manifest.used`): the most used, then most recent, compile
+  ahead.
+- **Compiles ahead.** An object built at a place the manifest names (same function,
+  file, line and rank there; a line that moved is found by function, file and rank,
+  and said) hands the recorded executables of its most used signatures, at most its
+  budget, to `ahead.Ahead`: each compiles in a background thread once the program has
+  started JAX's backend. Nothing is traced ahead: no code of the program runs before
+  the program runs it, and the object's call is the `jax.jit` object from the start.
+- **The first call** traces and lowers as a cold run does; its compile is answered
+  by the executable compiled ahead only where its module, compile options and
+  devices are those the executable was compiled from (`ahead.Ahead.compile`), and
+  waits only for that one. Otherwise it compiles, as without warm start.
 - **Misses, explained.** A trace at a recorded place that matches no recorded
-  signature is logged at ``INFO`` with its differences from the closest one, in
-  the words of a budget error; a change of JAX, jaxlib, backend, devices or XLA
-  flags since the recorded run, and a function whose code changed, are logged once
-  (``INFO``): JAX's persistent cache keys on them, so those compiles start anew.
+  signature is logged at ``INFO`` with its differences from the closest one, in the
+  words of a budget error; a compile whose module is named as a recorded one but is
+  not it says what differs (module, options, devices); a change of JAX, jaxlib,
+  backend, devices or XLA flags since the recorded run, and a function whose code
+  changed, are logged once (``INFO``).
 
 ``TINAX_WARM_START=0`` turns all of it off. Nothing is ever wrong because of a
 manifest: a missing, stale or corrupt file is a log line, and the run starts cold.
@@ -37,135 +38,144 @@ manifest: a missing, stale or corrupt file is a log line, and the run starts col
 
 from __future__ import annotations
 
-import contextlib
+import base64
 import logging
+import re
+import sys
 import threading
-import weakref
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING
+
+import attrs
 
 from tinax._src import private
+from tinax._src.budget import compiles
 from tinax._src.diagnosis import compare, record, report, reuse
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.observe.log import logger
 from tinax._src.parallel import trace_agreement
-from tinax._src.warm import manifest, warming
-from tinax._src.warm.workers import Workers, Writer
+from tinax._src.warm import ahead, manifest
+from tinax._src.warm.workers import Writer
 
 if TYPE_CHECKING:
     from tinax._src.objects.handle import Handle
-    from tinax._src.objects.ledger import Ledger
 
-_LedgerRef: TypeAlias = "weakref.ref[Ledger]"
+_PLACE = re.compile(r"^(?P<function>.*) built at (?P<file>.*):(?P<line>\d+), #(?P<rank>\d+)$")
 
 
 class WarmStart:
-    """One program's warm start: the manifest read at start, this run's signatures,
-    the warm compiles in flight, the writer."""
+    """One program's warm start: the manifest read at start, this run's signatures and
+    executables, the compiles ahead, the writer."""
 
     def __init__(
         self, path: str, workers: int, loaded: manifest.Manifest | None, file: str | None = None
     ) -> None:
         self.path = path
         self.file = path if file is None else file  # this process's own manifest
-        self._workers = Workers(workers)
         self._loaded: dict[str, manifest.Place] = dict(loaded.places) if loaded else {}
         self._loaded_environment = dict(loaded.environment) if loaded else {}
         self._decoded: dict[str, list[TracedSignature]] = {}
-        # this run's traces per object: (trace number, as written, its ledger if warm)
-        self._recorded: dict[str, list[tuple[int, manifest.Recorded, _LedgerRef | None]]] = {}
+        # this run's traces per object: trace number -> as written (executables added)
+        self._recorded: dict[str, dict[int, manifest.Recorded]] = {}
         self._functions: dict[str, tuple[str, str | None]] = {}
+        self._modules: dict[str, bytes] = {}  # this run's modules by digest, to write
         self._lock = threading.Lock()
-        self._local = threading.local()
         self._environment_checked = False
-        self._pending: list[weakref.ref[warming.Warming]] = []
         self._environment_now: dict[str, str] | None = None
         self._writer = Writer(self._write_in_background)
         self._write_lock = threading.Lock()  # one write at a time, each of a newer snapshot
         self._stopped = False  # exit's write is done: no more
         self._write_failed = False
+        self._ahead = ahead.Ahead(workers)
+        self._ahead.recorder = self._compiled
 
     # --- wrap time -------------------------------------------------------------------
 
     def built(self, handle: Handle) -> None:
-        """An object was built: if last run traced it, compile those signatures now."""
+        """An object was built: if last run's calls of it ran recorded executables,
+        compile them ahead (once the program has started JAX's backend). Reads no
+        state of the program and starts nothing of JAX."""
         if not self._loaded:
             return
         name = trace_agreement.identity(handle)
-        place = None if name is None else self._loaded.get(name)
-        if name is None or place is None or not place.signatures:
+        if name is None:
             return
-        budget = max(0, handle.max_traces - handle.ledger.counted)
-        chosen = manifest.ranked(place.signatures)[:budget]  # most used, then most recent
-        if not chosen:
+        found = self._place(name)
+        if found is None:
             return
-        self._check_environment()
+        recorded_as, place = found
+        chosen = manifest.ranked(place.signatures)[: handle.max_traces]  # most used first
         code = manifest.code_digest(handle.function)
         if place.code is not None and code is not None and code != place.code:
             logger.info(
-                "tinax warm start: %s: its code changed since the recorded run; its %d "
-                "recorded signature(s) compile anew (JAX's persistent cache keys on the code)",
+                "tinax warm start: %s: its code changed since the recorded run; its "
+                "recorded executables are compiled ahead, and a call uses one only where "
+                "it lowers to the same module",
                 name,
-                len(chosen),
             )
-        mesh = private.ambient_concrete_mesh()  # the building thread's: workers have none
-        pending = warming.Warming(handle, len(chosen), self._writer.wake, name)
-        pending.install()
-        with self._lock:
-            self._pending.append(weakref.ref(pending))
-        logger.debug("tinax warm start: %s: compiling %d recorded signature(s)", name, len(chosen))
-        reference = weakref.ref(handle)
-        for recorded in chosen:
-            self._workers.submit(
-                lambda recorded=recorded: self._warm(reference, name, recorded, mesh, pending)
+        recipes = [
+            ahead.Recipe(
+                module=manifest.module_file(self.file, executable.digest),
+                digest=executable.digest,
+                options=base64.b64decode(executable.options),
+                devices=executable.devices,
+                platform=executable.platform,
+                name=executable.name,
+                place=name,
+                text=recorded.text,
             )
+            for recorded in chosen
+            for executable in recorded.executables
+        ]
+        if recipes:
+            logger.debug(
+                "tinax warm start: %s: %d recorded executable(s) to compile ahead%s",
+                name,
+                len(recipes),
+                "" if recorded_as == name else f" (recorded as {recorded_as})",
+            )
+            self._ahead.add(recipes)
 
-    def _warm(
-        self,
-        reference: weakref.ref[Handle],
-        name: str,
-        recorded: manifest.Recorded,
-        mesh: Any,
-        pending: warming.Warming,
-    ) -> None:
-        number = None
-        kept = None
-        decoded = False
-        try:
-            handle = reference()
-            owner = None if handle is None else handle.public()  # alive while it compiles
-            if handle is None or owner is None:
-                return
-            signature = manifest.decode(recorded)
-            decoded = True
-            self._local.warming = warming.thread_state.warming = True
-            use_mesh = (
-                mesh is not None and handle.mesh is None and not signature.abstract_mesh.empty
-            )
-            ledger = handle.ledger
-            with warming.ambient(mesh) if use_mesh else contextlib.nullcontext():
-                traced_before = ledger.used
-                args, kwargs, stage, _ = handle.seams.precompiled(handle, (signature,), {})
-                with ledger.lock:
-                    history = tuple(ledger.history)
-                made = reuse.reused(history, signature)
-            if made is not None and made.number > traced_before:  # a trace of its own
-                number, kept = made.number, (args, kwargs, stage, mesh if use_mesh else None)
-        except Exception as error:
-            # A trace that raises: the program may not have set what the function reads
-            # yet (a global still None); its first call traces it, as without warm start.
-            (logger.info if decoded else logger.warning)(
-                "tinax warm start: %s: recorded signature (%s) not compiled ahead, left to "
-                "its first call: %s: %s",
-                name,
-                recorded.text,
-                type(error).__name__,
-                str(error).splitlines()[0] if str(error) else "",
-            )
-        finally:
-            self._local.warming = warming.thread_state.warming = False
-            pending.finished_one(number, kept)
+    def _place(self, name: str) -> tuple[str, manifest.Place] | None:
+        """The recorded place of the object named ``name``: its own, else the one of the
+        same function, file and rank at another line (the line moved), said once."""
+        place = self._loaded.get(name)
+        if place is not None:
+            return name, place
+        wanted = _PLACE.match(name)
+        if wanted is None:
+            return None
+        moved = [
+            other
+            for other in self._loaded
+            if (found := _PLACE.match(other)) is not None
+            and found["function"] == wanted["function"]
+            and found["file"] == wanted["file"]
+            and found["rank"] == wanted["rank"]
+        ]
+        if len(moved) != 1:
+            if moved or any(
+                _PLACE.match(o) and o.startswith(wanted["function"] + " built at ")
+                for o in self._loaded
+            ):
+                logger.info(
+                    "tinax warm start: %s was not found among the recorded objects; %s of "
+                    "that function were: %s; nothing is compiled ahead for it",
+                    name,
+                    "places",
+                    "; ".join(o for o in self._loaded if o.startswith(wanted["function"] + " ")),
+                )
+            return None
+        logger.info(
+            "tinax warm start: %s was not found among the recorded objects; it was "
+            "recorded at %s (the line moved): its executables are compiled ahead for it",
+            name,
+            moved[0],
+        )
+        return moved[0], self._loaded[moved[0]]
 
     def _check_environment(self) -> None:
+        """Once, at the first compile (the program has started the backend): what
+        changed since the recorded run, that JAX's persistent cache keys on."""
         with self._lock:
             if self._environment_checked:
                 return
@@ -175,18 +185,19 @@ class WarmStart:
         changed = manifest.changes(self._loaded_environment, manifest.environment())
         if changed:
             logger.info(
-                "tinax warm start: %s changed since the recorded run (%s); JAX's persistent "
-                "cache keys on them, so recorded signatures compile anew",
+                "tinax warm start: %s changed since the recorded run (%s); recorded "
+                "executables are compiled ahead for this run's backend, and JAX's "
+                "persistent cache keys on them",
                 ", ".join(change.split(" ")[0] for change in changed),
                 "; ".join(changed),
             )
 
-    # --- trace time ------------------------------------------------------------------
+    # --- trace and compile time ------------------------------------------------------
 
     def traced(self, handle: Handle, entry: TracedSignature) -> None:
         """A trace was committed: encode it for the manifest; say why last run's
         signatures did not cover it."""
-        ledger, function = handle.ledger, handle.function
+        function = handle.function
         name = trace_agreement.identity(handle)
         if name is None:
             return
@@ -194,21 +205,58 @@ class WarmStart:
             recorded = manifest.encode(entry, function)
         except manifest.Unwritable as unwritable:
             _log_unwritable(name, entry.number, unwritable)
-            recorded = None
-        warming = bool(getattr(self._local, "warming", False))
+            recorded = manifest.Recorded(record.signature_text(entry), "")
         with self._lock:
             if name not in self._functions:
                 self._functions[name] = (
                     report.function_name(function),
                     manifest.code_digest(function),
                 )
-            if recorded is not None:
-                kept = (entry.number, recorded, weakref.ref(ledger) if warming else None)
-                self._recorded.setdefault(name, []).append(kept)
-        if not warming:
-            if recorded is not None:
-                self._writer.wake()  # a warm trace is news once a call runs from it
-            self._explain_miss(name, entry)
+            self._recorded.setdefault(name, {})[entry.number] = recorded
+        self._writer.wake()
+        self._explain_miss(name, entry)
+
+    def _compiled(self, request: private.Request) -> None:
+        """A compile (`ahead.Ahead.compile`): where it is of a trace of a budgeted object
+        this run recorded, its module, options and devices join that signature."""
+        found = compiles.owner_of(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
+        if found is None or found.transformed:
+            return
+        self._check_environment()
+        handle = found.handle
+        number = found.number
+        if number is None:
+            number = compiles.trace_number(handle, found.jaxpr, consume=False)
+        name = trace_agreement.identity(handle)
+        if number is None or name is None:
+            return
+        with self._lock:
+            recorded = self._recorded.get(name, {}).get(number)
+        if recorded is None:
+            return
+        if request.host_callbacks:  # a callback's Python function lives in this run only
+            logger.debug(
+                "tinax warm start: %s: trace %d calls back into Python "
+                "(jax.debug, pure_callback): its executable is not recorded",
+                name,
+                number,
+            )
+            return
+        module = private.module_bytes(request.module)
+        executable = manifest.Executable(
+            name=private.module_name(request.module),
+            digest=private.module_digest(request.module),
+            options=base64.b64encode(private.options_bytes(request.options)).decode("ascii"),
+            devices=private.device_ids(request.devices),
+            platform=str(request.backend.platform),
+        )
+        with self._lock:
+            self._modules[executable.digest] = module
+            kept = self._recorded[name][number]
+            self._recorded[name][number] = attrs.evolve(
+                kept, executables=manifest.merged((executable,), kept.executables)
+            )
+        self._writer.wake()
 
     def _explain_miss(self, name: str, entry: TracedSignature) -> None:
         place = self._loaded.get(name)
@@ -246,43 +294,42 @@ class WarmStart:
 
     # --- saving ----------------------------------------------------------------------
 
-    def snapshot(self) -> manifest.Manifest:
+    def snapshot(self) -> tuple[manifest.Manifest, dict[str, bytes]]:
         """What `save` writes: the manifest read at start, with this run's use of each
-        object counted (`manifest.used`: the signatures its calls used, traced or run
-        from a warm trace); objects this run did not use as they were."""
+        object counted (`manifest.used`: the signatures its calls traced, with the
+        executables they ran); objects this run did not use as they were. And this
+        run's modules by digest."""
         with self._lock:
-            recorded = {
-                name: [kept for number, kept, ledger in found if _called(number, ledger)]
-                for name, found in self._recorded.items()
-            }
+            recorded = {name: list(found.values()) for name, found in self._recorded.items()}
             functions = dict(self._functions)
+            modules = dict(self._modules)
         places = dict(self._loaded)
         for name, found in recorded.items():
             if found:
                 function, code = functions[name]
                 places[name] = manifest.used(places.get(name), function, code, found)
         env = self._loaded_environment
-        if any(recorded.values()):
+        if any(recorded.values()) and private.backends_started():  # never starts one
             if self._environment_now is None:
                 self._environment_now = environment_or({})
             env = self._environment_now or env
-        return manifest.Manifest(env, places)
+        return manifest.Manifest(env, places), modules
 
     def save(self, path: str | None = None) -> None:
         """Writes the snapshot: to this process's file merged with what it holds, or
         whole to ``path``."""
         with self._write_lock:
             if path is None:
-                manifest.save(self.file, self.snapshot())
+                manifest.save(self.file, *self.snapshot())
             else:
-                manifest.write(path, self.snapshot())
+                manifest.write(path, *self.snapshot())
 
     def _write_in_background(self) -> None:
         with self._write_lock:
             if self._stopped:
                 return
             try:
-                manifest.save(self.file, self.snapshot())
+                manifest.save(self.file, *self.snapshot())
             except Exception as error:  # the next trace tries again, and the exit
                 if not self._write_failed:
                     self._write_failed = True
@@ -295,11 +342,11 @@ class WarmStart:
                     )
 
     def save_at_exit(self) -> None:
-        self._workers.stopped = True
+        self._ahead.stop()
         try:
             with self._write_lock:
                 self._stopped = True
-                manifest.save(self.file, self.snapshot())
+                manifest.save(self.file, *self.snapshot())
         except Exception as error:  # at exit: a log line, never a traceback
             logger.warning(
                 "tinax warm start: signatures not written to %s: %s: %s",
@@ -309,10 +356,8 @@ class WarmStart:
             )
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Waits for every warm compile started so far; whether they all finished."""
-        with self._lock:
-            pending = [found for ref in self._pending if (found := ref()) is not None]
-        return all(item.wait(timeout) for item in pending)
+        """Waits for every compile ahead started so far; whether they all finished."""
+        return self._ahead.wait(timeout)
 
 
 def _log_unwritable(name: str, number: int, unwritable: manifest.Unwritable) -> None:
@@ -324,25 +369,13 @@ def _log_unwritable(name: str, number: int, unwritable: manifest.Unwritable) -> 
         else "its ambient mesh or a JAX config value"
     )
     logger.info(
-        "tinax warm start: %s: trace %d is not recorded: %s, which cannot be written "
-        "(only plain values, and objects bound to a module-level name, are recorded); "
-        "it traces on its first call next run",
+        "tinax warm start: %s: trace %d's signature is not recorded: %s, which cannot "
+        "be written (only plain values, and objects bound to a module-level name, are "
+        "recorded); its executable still is, but a miss of it is not explained next run",
         name,
         number,
         where,
     )
-
-
-def _called(number: int, reference: _LedgerRef | None) -> bool:
-    """Whether trace ``number`` ran a call: any trace a call made, and a warm trace that a
-    call ran from (neither provisional nor given back). Only these count as this run's
-    use of a signature; a warm trace no call used leaves its counts as they were."""
-    if reference is None:
-        return True
-    ledger = reference()
-    if ledger is None:  # dropped: whether a call used it is unknown
-        return False
-    return ledger.settled(number)
 
 
 def environment_or(fallback: dict[str, str]) -> dict[str, str]:

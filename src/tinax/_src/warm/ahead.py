@@ -1,0 +1,282 @@
+"""Executables compiled ahead from last run's lowered modules, and the call that uses one.
+
+Nothing of the program runs ahead: what is compiled is the StableHLO module a call of
+the recorded run lowered to, read back from the file (`Recipe`), never a trace of the
+user's function. A recipe waits until the program has started JAX's backend itself
+(warm start starts none: `jax_num_cpu_devices`, ``XLA_FLAGS`` and
+`jax.distributed.initialize` stay the program's to set first), then compiles in a
+background thread through JAX's own compile, so that JAX's persistent cache is read
+and written as for a call.
+
+A call of the program traces and lowers as a cold run does; its compile asks `Ahead`
+first (`take`). The call's module is named by its canonical digest, its options and
+devices by their bytes and ids; an executable compiled ahead is used only where all
+three are those of the module it was compiled from, on the same backend: a wrong
+result cannot come from warm start. Where the compile it matches is still running, the
+call waits for it alone; where it has not started, the call compiles it itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from tinax._src import private
+from tinax._src.observe import compile_events
+from tinax._src.observe.log import logger
+from tinax._src.warm.workers import Workers
+
+_POLL_S = (0.002, 0.05)  # waiting for the program to start the backend: first, longest
+
+
+@attrs.frozen
+class Recipe:
+    """One executable as recorded: the file of the module (MLIR bytecode) a call lowered
+    to, the digest of its canonical form, its compile options (serialized), the devices it was
+    compiled for (ids), the platform, and the object and signature it was recorded for
+    (for the log)."""
+
+    module: str  # the file that holds it
+    digest: str
+    options: bytes = attrs.field(repr=False)
+    devices: tuple[int, ...]
+    platform: str
+    name: str  # the module's symbol name (``jit_step``), as the call's reads
+    place: str
+    text: str
+
+    @property
+    def options_digest(self) -> str:
+        return private.digest(self.options)
+
+
+class _Entry:
+    """A recipe in this run: waiting, compiling, or compiled (``executable``)."""
+
+    __slots__ = ("backend", "done", "error", "executable", "loaded", "recipe", "started")
+
+    def __init__(self, recipe: Recipe) -> None:
+        self.recipe = recipe
+        self.started = False  # taken by a worker or by the call (under Ahead's lock)
+        self.done = threading.Event()
+        self.executable: Any = None
+        self.error: str | None = None
+        self.loaded = False  # the compile ahead was a load from JAX's persistent cache
+        self.backend: Any = None
+
+
+class Ahead:
+    """The executables this run compiles ahead, by module name, then digest."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = Workers(workers)
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[_Entry]] = {}  # module name -> entries
+        self._waiting: list[_Entry] = []  # until the program starts the backend
+        self._poller: threading.Thread | None = None
+        self.installed = private.intercept(self.compile)
+        self.recorder: Callable[[private.Request], None] | None = None
+
+    # --- a restart: recipes to compile ---------------------------------------------
+
+    def add(self, recipes: Iterable[Recipe]) -> None:
+        """Compiles ``recipes`` ahead, in this order, once the program has started JAX's
+        backend (at once where it has)."""
+        if not self.installed:
+            return
+        fresh = [_Entry(recipe) for recipe in recipes]
+        if not fresh:
+            return
+        with self._lock:
+            for entry in fresh:
+                self._entries.setdefault(_name(entry.recipe), []).append(entry)
+            self._waiting.extend(fresh)
+            if self._poller is None:
+                self._poller = threading.Thread(
+                    target=self._await_backend, name="tinax-warm-start-backend", daemon=True
+                )
+                self._poller.start()
+
+    def _await_backend(self) -> None:
+        """Waits, without starting it, until the program has started JAX's backend; then
+        hands every waiting recipe to the workers, and keeps doing so."""
+        pause = _POLL_S[0]
+        while True:
+            if private.backends_started():
+                with self._lock:
+                    waiting, self._waiting = self._waiting, []
+                for entry in waiting:
+                    self._workers.submit(lambda entry=entry: self._compile_ahead(entry))
+                pause = _POLL_S[0]
+            time.sleep(pause)
+            pause = min(pause * 2, _POLL_S[1])
+
+    def _compile_ahead(self, entry: _Entry) -> None:
+        with self._lock:
+            if entry.started:
+                return  # its call compiled it first
+            entry.started = True
+        recipe = entry.recipe
+        try:
+            backend = private.backend_started(recipe.platform)
+            if backend is None:
+                raise LookupError(f"no {recipe.platform} backend in this process")
+            with open(recipe.module, "rb") as file:
+                parsed = private.parse(file.read(), recipe.options)
+            if parsed.digest != recipe.digest:  # read otherwise here: named by what it is
+                raise LookupError("the recorded module reads back as another module here")
+            started = time.perf_counter()
+            entry.executable = private.compile_parsed(backend, parsed, recipe.devices)
+            entry.loaded = compile_events.loaded()
+            entry.backend = backend
+            logger.debug(
+                "tinax warm start: %s: %s %s ahead in %.2f s (%s)",
+                recipe.place,
+                recipe.text,
+                "loaded from JAX's persistent cache" if entry.loaded else "compiled",
+                time.perf_counter() - started,
+                _name(recipe),
+            )
+        except Exception as error:
+            entry.error = f"{type(error).__name__}: {error}"
+            logger.info(
+                "tinax warm start: %s: recorded executable (%s) not compiled ahead; its "
+                "call compiles it: %s",
+                recipe.place,
+                recipe.text,
+                entry.error,
+            )
+        finally:
+            entry.done.set()
+
+    # --- every compile of the process ------------------------------------------------
+
+    def compile(
+        self, request: private.Request, jax_compile: Callable[[private.Request], Any]
+    ) -> Any:
+        """JAX's compile, answered by an executable compiled ahead where the request's
+        module, options and devices are the ones it was compiled from."""
+        recorder = self.recorder
+        if recorder is not None:
+            try:
+                recorder(request)
+            except Exception:  # recording must never break a compile
+                pass
+        if not self._entries or request.host_callbacks or request.pgle_profiler is not None:
+            return jax_compile(request)
+        taken = self._take(request)
+        if taken is None:
+            return jax_compile(request)
+        compile_events.note_ahead(loaded=taken.loaded)
+        logger.debug(
+            "tinax warm start: %s: the call runs the executable %s ahead for %s",
+            taken.recipe.place,
+            "loaded from JAX's persistent cache" if taken.loaded else "compiled",
+            taken.recipe.text,
+        )
+        return taken.executable
+
+    def _take(self, request: private.Request) -> _Entry | None:
+        try:
+            name = private.module_name(request.module)
+        except Exception:
+            return None
+        with self._lock:
+            candidates = list(self._entries.get(name, ()))
+        if not candidates:
+            return None
+        try:
+            module = private.module_digest(request.module)
+            options = private.digest(private.options_bytes(request.options))
+            devices = private.device_ids(request.devices)
+        except Exception:
+            return None
+        for entry in candidates:
+            recipe = entry.recipe
+            if (recipe.digest, recipe.options_digest, recipe.devices) != (
+                module,
+                options,
+                devices,
+            ):
+                continue
+            with self._lock:
+                if not entry.started:  # not begun: the call compiles it, as cold
+                    entry.started = True
+                    self._forget(name, entry)
+                    return None
+            entry.done.wait()
+            with self._lock:
+                self._forget(name, entry)
+            if entry.executable is None or entry.backend is not request.backend:
+                return None
+            return entry
+        self._say_missed(name, candidates, module, options, devices)
+        return None
+
+    def _forget(self, name: str, entry: _Entry) -> None:
+        """Caller holds the lock: ``entry`` is used (or compiled by its call)."""
+        found = self._entries.get(name)
+        if found is not None and entry in found:
+            found.remove(entry)
+            if not found:
+                del self._entries[name]
+
+    def _say_missed(
+        self,
+        name: str,
+        candidates: list[_Entry],
+        module: str,
+        options: str,
+        devices: tuple[int, ...],
+    ) -> None:
+        """A compile of a module named as a recorded one, that none matches: what differs."""
+        recipe = candidates[0].recipe
+        differs = [
+            what
+            for what, same in (
+                (
+                    "its lowered module (what the function computes, its constants, "
+                    "shapes or shardings)",
+                    recipe.digest == module,
+                ),
+                ("its compile options", recipe.options_digest == options),
+                (
+                    f"its devices (recorded {list(recipe.devices)}, now {list(devices)})",
+                    recipe.devices == devices,
+                ),
+            )
+            if not same
+        ]
+        logger.info(
+            "tinax warm start: %s: a compile of %s is not the one recorded for %s: %s "
+            "differ(s); it compiles now, as without warm start",
+            recipe.place,
+            name,
+            recipe.text,
+            ", ".join(differs) or "nothing visible",
+        )
+
+    def stop(self) -> None:
+        """At exit: no more compiles ahead start."""
+        self._workers.stopped = True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits for the compiles ahead started so far; whether they all finished."""
+        with self._lock:
+            entries = [entry for found in self._entries.values() for entry in found]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for entry in entries:
+            if not entry.started:
+                continue
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not entry.done.wait(left):
+                return False
+        return True
+
+
+def _name(recipe: Recipe) -> str:
+    return recipe.name
