@@ -6,8 +6,8 @@ trace agreement and warm start. It holds what is fixed at wrap time (the name of
 the class, the function, the budget, the statics, the signature, the mesh, the
 overrun policy, the shape buckets, and the calling convention's reading of a call
 `jax.jit` got as the user made it), the ledger (the count), a weak reference to the
-public object, and one slot per layer that keeps state of its own for the object, typed `object` here
-and read through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
+public object, and one slot per layer that keeps state of its own for the object,
+typed `object` here and read through that layer's accessor: ``birth`` (`observe.rebuilt`), ``book``
 (`budget.compiles`), ``agreement`` (`parallel.trace_agreement`).
 
 It never holds the `jax.jit` object nor the public object itself: the public

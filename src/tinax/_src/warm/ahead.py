@@ -18,6 +18,7 @@ call waits for it alone; where it has not started, the call compiles it itself.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -79,7 +80,8 @@ class Ahead:
         self._waiting: list[_Entry] = []  # until the program starts the backend
         self._poller: threading.Thread | None = None
         self.installed = private.intercept(self.compile)
-        self.recorder: Callable[[private.Request], None] | None = None
+        # what records a compile, and names the object it is of (None: no object's)
+        self.recorder: Callable[[private.Request, Facts], str | None] | None = None
 
     # --- a restart: recipes to compile ---------------------------------------------
 
@@ -160,15 +162,17 @@ class Ahead:
     ) -> Any:
         """JAX's compile, answered by an executable compiled ahead where the request's
         module, options and devices are the ones it was compiled from."""
+        facts = Facts(request)
+        place = None
         recorder = self.recorder
         if recorder is not None:
             try:
-                recorder(request)
+                place = recorder(request, facts)
             except Exception:  # recording must never break a compile
-                pass
+                place = None
         if not self._entries or request.host_callbacks or request.pgle_profiler is not None:
             return jax_compile(request)
-        taken = self._take(request)
+        taken = self._take(request, facts, place)
         if taken is None:
             return jax_compile(request)
         compile_events.note_ahead(loaded=taken.loaded)
@@ -180,28 +184,21 @@ class Ahead:
         )
         return taken.executable
 
-    def _take(self, request: private.Request) -> _Entry | None:
+    def _take(self, request: private.Request, facts: Facts, place: str | None) -> _Entry | None:
+        """The entry compiled ahead from the request's module, options and devices, once
+        its compile is done (``None``: none, or not begun: the call compiles, as cold)."""
         try:
-            name = private.module_name(request.module)
-        except Exception:
-            return None
-        with self._lock:
-            candidates = list(self._entries.get(name, ()))
-        if not candidates:
-            return None
-        try:
-            module = private.module_digest(request.module)
-            options = private.digest(private.options_bytes(request.options))
-            devices = private.device_ids(request.devices)
+            name = facts.name
+            with self._lock:
+                candidates = list(self._entries.get(name, ()))
+            if not candidates:
+                return None
+            call = (facts.digest, facts.options_digest, facts.devices)
         except Exception:
             return None
         for entry in candidates:
             recipe = entry.recipe
-            if (recipe.digest, recipe.options_digest, recipe.devices) != (
-                module,
-                options,
-                devices,
-            ):
+            if (recipe.digest, recipe.options_digest, recipe.devices) != call:
                 continue
             with self._lock:
                 if not entry.started:  # not begun: the call compiles it, as cold
@@ -214,7 +211,9 @@ class Ahead:
             if entry.executable is None or entry.backend is not request.backend:
                 return None
             return entry
-        self._say_missed(name, candidates, module, options, devices)
+        own = [entry for entry in candidates if entry.recipe.place == place]
+        if own:
+            _say_missed(own[0].recipe, facts)
         return None
 
     def _forget(self, name: str, entry: _Entry) -> None:
@@ -224,41 +223,6 @@ class Ahead:
             found.remove(entry)
             if not found:
                 del self._entries[name]
-
-    def _say_missed(
-        self,
-        name: str,
-        candidates: list[_Entry],
-        module: str,
-        options: str,
-        devices: tuple[int, ...],
-    ) -> None:
-        """A compile of a module named as a recorded one, that none matches: what differs."""
-        recipe = candidates[0].recipe
-        differs = [
-            what
-            for what, same in (
-                (
-                    "its lowered module (what the function computes, its constants, "
-                    "shapes or shardings)",
-                    recipe.digest == module,
-                ),
-                ("its compile options", recipe.options_digest == options),
-                (
-                    f"its devices (recorded {list(recipe.devices)}, now {list(devices)})",
-                    recipe.devices == devices,
-                ),
-            )
-            if not same
-        ]
-        logger.info(
-            "tinax warm start: %s: a compile of %s is not the one recorded for %s: %s "
-            "differ(s); it compiles now, as without warm start",
-            recipe.place,
-            name,
-            recipe.text,
-            ", ".join(differs) or "nothing visible",
-        )
 
     def stop(self) -> None:
         """At exit: no more compiles ahead start."""
@@ -276,6 +240,62 @@ class Ahead:
             if not entry.done.wait(left):
                 return False
         return True
+
+
+class Facts:
+    """What a compile request is, each read when first asked (the digest of a module
+    costs a clone and a pass over it): shared by the recording and the lookup."""
+
+    def __init__(self, request: private.Request) -> None:
+        self.request = request
+
+    @functools.cached_property
+    def name(self) -> str:
+        return private.module_name(self.request.module)
+
+    @functools.cached_property
+    def digest(self) -> str:
+        return private.module_digest(self.request.module)
+
+    @functools.cached_property
+    def options(self) -> bytes:
+        return private.options_bytes(self.request.options)
+
+    @functools.cached_property
+    def options_digest(self) -> str:
+        return private.digest(self.options)
+
+    @functools.cached_property
+    def devices(self) -> tuple[int, ...]:
+        return private.device_ids(self.request.devices)
+
+
+def _say_missed(recipe: Recipe, facts: Facts) -> None:
+    """A compile of an object that recorded executables, none of which is the one the
+    call lowered to: what differs from the first of them."""
+    differs = [
+        what
+        for what, same in (
+            (
+                "its lowered module (what the function computes: its constants, shapes, "
+                "dtypes, shardings or code)",
+                recipe.digest == facts.digest,
+            ),
+            ("its compile options", recipe.options_digest == facts.options_digest),
+            (
+                f"its devices (recorded {list(recipe.devices)}, now {list(facts.devices)})",
+                recipe.devices == facts.devices,
+            ),
+        )
+        if not same
+    ]
+    logger.info(
+        "tinax warm start: %s: the call's compile is not the one recorded for %s: %s "
+        "differ(s); it compiles now, as without warm start",
+        recipe.place,
+        recipe.text,
+        ", ".join(differs) or "nothing visible",
+    )
 
 
 def _name(recipe: Recipe) -> str:

@@ -216,12 +216,13 @@ class WarmStart:
         self._writer.wake()
         self._explain_miss(name, entry)
 
-    def _compiled(self, request: private.Request) -> None:
+    def _compiled(self, request: private.Request, facts: ahead.Facts) -> str | None:
         """A compile (`ahead.Ahead.compile`): where it is of a trace of a budgeted object
-        this run recorded, its module, options and devices join that signature."""
+        this run recorded, its module, options and devices join that signature. Returns
+        the object's name in the manifest (``None``: no budgeted object's compile)."""
         found = compiles.owner_of(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         if found is None or found.transformed:
-            return
+            return None
         self._check_environment()
         handle = found.handle
         number = found.number
@@ -229,11 +230,11 @@ class WarmStart:
             number = compiles.trace_number(handle, found.jaxpr, consume=False)
         name = trace_agreement.identity(handle)
         if number is None or name is None:
-            return
+            return name
         with self._lock:
             recorded = self._recorded.get(name, {}).get(number)
         if recorded is None:
-            return
+            return name
         if request.host_callbacks:  # a callback's Python function lives in this run only
             logger.debug(
                 "tinax warm start: %s: trace %d calls back into Python "
@@ -241,13 +242,13 @@ class WarmStart:
                 name,
                 number,
             )
-            return
+            return name
         module = private.module_bytes(request.module)
         executable = manifest.Executable(
-            name=private.module_name(request.module),
-            digest=private.module_digest(request.module),
-            options=base64.b64encode(private.options_bytes(request.options)).decode("ascii"),
-            devices=private.device_ids(request.devices),
+            name=facts.name,
+            digest=facts.digest,
+            options=base64.b64encode(facts.options).decode("ascii"),
+            devices=facts.devices,
             platform=str(request.backend.platform),
         )
         with self._lock:
@@ -257,6 +258,7 @@ class WarmStart:
                 kept, executables=manifest.merged((executable,), kept.executables)
             )
         self._writer.wake()
+        return name
 
     def _explain_miss(self, name: str, entry: TracedSignature) -> None:
         place = self._loaded.get(name)

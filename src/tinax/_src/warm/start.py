@@ -62,29 +62,32 @@ def active() -> session.WarmStart | None:
 
 
 def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> None:
-    """Starts warm: compiles last run's signatures as each budgeted object is built,
+    """Starts warm: compiles, ahead of each call, the executables last run's calls ran,
     and records this run's for the next.
 
-    Call it once, at program start, before the budgeted objects are built (and
-    after `jax.distributed.initialize`, where a job calls it). Every
-    `BoundedJit`/`BatchedJit` built afterwards records the signatures it traces
-    in ``path``, a JSON file a person can read: a background thread writes it
-    within a second of each new trace (a temporary file, flushed to disk, then
-    renamed over ``path``: a reader never sees half a file), and again at exit, so
-    a run killed at any moment (SIGTERM, SIGKILL, a crash) leaves what it traced.
-    A cached call does no recording work.
+    Call it once, at program start, before the budgeted objects are built. Every
+    `BoundedJit`/`BatchedJit` built afterwards records, for each signature it
+    traces, the module each compile of it lowered to, with its compile options and
+    devices: in ``path``, a JSON file a person can read, and the modules in the
+    folder ``<stem>.modules`` beside it. A background thread writes them within a
+    second of each new trace or compile (a temporary file, flushed to disk, then
+    renamed: a reader never sees half a file), and again at exit, so a run killed at
+    any moment (SIGTERM, SIGKILL, a crash) leaves what it ran. A cached call does no
+    recording work.
 
     On the next run, an object built at a recorded place (its function, the file
-    and line where it was built, its rank among the objects built there) starts
-    compiling its recorded signatures at once, in background threads, while the
-    program goes on loading data: its first call finds the executable ready or
-    waits only for what remains. The first call that would run from a warm trace
-    traces the function again (not counted) and compares: a warm trace made before
-    the program set what the function reads is dropped, and the call traces as
-    without warm start. These traces count in the object's budget as
-    `precompile`'s do: at most the budget is warm-compiled, the signatures most
-    runs used first, then the most recent. A signature that the object's last 5
-    runs did not use (runs that called the object) is dropped from the file.
+    and line where it was built, its rank among the objects built there) hands the
+    recorded executables of its most used signatures, at most its budget, to
+    background threads, which compile them once the program has started JAX's
+    backend (warm start starts none, so ``jax_num_cpu_devices``, ``XLA_FLAGS`` and
+    ``jax.distributed.initialize`` stay the program's to set first). Nothing of the
+    program runs ahead: its first call traces and lowers as without warm start, and
+    its compile is answered by an executable compiled ahead only where the module,
+    compile options and devices are those it was compiled from; it waits only for
+    that one. Anything else compiles as without warm start. Traces, the budget and
+    the results are those of a cold run; such a call adds to neither
+    ``compiles_used`` nor ``cache_loads``. A signature that the object's last 5 runs
+    did not use is dropped from the file.
 
     Under ``jax.distributed`` with several processes, each process records in a
     file of its own: process 0 in ``path``, process ``i`` in
@@ -94,13 +97,13 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
     neither loses the other's signatures.
 
     With JAX's persistent compilation cache set (``jax_compilation_cache_dir``),
-    the warm compiles are loads from it. A trace that no recorded signature
+    the compiles ahead are loads from it. A trace that no recorded signature
     matches is logged at ``INFO`` on the ``tinax`` logger with its differences from
-    the closest one; so is a change of JAX, backend, devices, XLA flags or the
-    function's code since the recorded run. A missing, stale or corrupt manifest
-    is a log line: the run starts cold. A manifest of an earlier tinax (format 1)
-    reads as signatures one run used. ``TINAX_WARM_START=0`` turns warm start off
-    (nothing is read, compiled or written).
+    the closest one, and a compile that no recorded executable matches with what
+    differs (module, options, devices); so is a change of JAX, backend, devices,
+    XLA flags or the function's code since the recorded run. A missing, stale or
+    corrupt manifest is a log line: the run starts cold. ``TINAX_WARM_START=0`` turns
+    warm start off (nothing is read, compiled or written).
 
     Args:
         path: The manifest's file (``str`` or ``os.PathLike``); it need not exist.
