@@ -416,8 +416,8 @@ def _private_sites_below_jit() -> dict[str, int]:
 
 
 def test_no_layer_below_jit_reads_a_private_attribute_of_the_public_object():
-    """The layers below jit/ are given the object's handle (`objects.handle`), and reach
-    the object only through its seams (`jit.seams`): none reads its private state."""
+    """The layers below jit/ are given the object's handle (`objects.handle`), and read
+    the object only as `objects.handle.Budgeted`: none reads its private state."""
     assert _private_sites_below_jit() == {}
 
 
@@ -443,11 +443,11 @@ def test_a_private_read_of_the_public_object_is_found():
         "    owner._static\n"
         "    self._static\n"
         "    owner.__dict__['_call'] = 1\n"
-        "    owner.__dict__.pop('_warm_check', None)\n"
+        "    owner.__dict__.pop('_plan', None)\n"
         "    getattr(owner, '_ledger')\n"
         "    owner.function\n"
     )
-    assert _private_sites(planted, names) == ["_static", "_call", "_warm_check", "_ledger"]
+    assert _private_sites(planted, names) == ["_static", "_call", "_plan", "_ledger"]
 
 
 # --- a mode is a class, not an if -----------------------------------------------------------

@@ -96,6 +96,9 @@ class Ahead:
         with self._lock:
             for entry in fresh:
                 self._entries.setdefault(_name(entry.recipe), []).append(entry)
+            if self._poller is None and private.backends_started():
+                self._submit(fresh)
+                return
             self._waiting.extend(fresh)
             if self._poller is None:
                 self._poller = threading.Thread(
@@ -103,19 +106,21 @@ class Ahead:
                 )
                 self._poller.start()
 
+    def _submit(self, entries: Iterable[_Entry]) -> None:
+        for entry in entries:
+            self._workers.submit(lambda entry=entry: self._compile_ahead(entry))
+
     def _await_backend(self) -> None:
         """Waits, without starting it, until the program has started JAX's backend; then
-        hands every waiting recipe to the workers, and keeps doing so."""
+        hands every waiting recipe to the workers, and ends."""
         pause = _POLL_S[0]
-        while True:
-            if private.backends_started():
-                with self._lock:
-                    waiting, self._waiting = self._waiting, []
-                for entry in waiting:
-                    self._workers.submit(lambda entry=entry: self._compile_ahead(entry))
-                pause = _POLL_S[0]
+        while not private.backends_started():
             time.sleep(pause)
             pause = min(pause * 2, _POLL_S[1])
+        with self._lock:
+            waiting, self._waiting = self._waiting, []
+            self._poller = None  # from now on, add() submits at once
+            self._submit(waiting)
 
     def _compile_ahead(self, entry: _Entry) -> None:
         with self._lock:
