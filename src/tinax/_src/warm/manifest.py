@@ -501,32 +501,65 @@ def ranked(signatures: Iterable[Recorded]) -> list[Recorded]:
 
 
 def _kept(place: Place) -> Place:
-    """``place`` with the signatures its last `RETIRE_AFTER_RUNS` runs did not use left
-    out, ranked, at most `MAX_SIGNATURES`."""
-    alive = [r for r in place.signatures if place.runs - r.last < RETIRE_AFTER_RUNS]
+    """``place`` with records of one signature folded into one (`_folded`), the
+    signatures its last `RETIRE_AFTER_RUNS` runs did not use left out, ranked, at most
+    `MAX_SIGNATURES`."""
+    alive = [r for r in _folded(place.signatures) if place.runs - r.last < RETIRE_AFTER_RUNS]
     return attrs.evolve(place, signatures=tuple(ranked(alive)[:MAX_SIGNATURES]))
+
+
+def _same(one: Recorded, other: Recorded) -> bool:
+    """Whether two records are of one signature: one identity, or an executable in
+    common (the module a call lowered to names the signature, whatever the text: a
+    static whose text holds an address reads anew each run)."""
+    if one.identity == other.identity:
+        return True
+    digests = {(e.digest, e.options, e.devices) for e in one.executables}
+    return any((e.digest, e.options, e.devices) in digests for e in other.executables)
+
+
+def _folded(signatures: Iterable[Recorded]) -> list[Recorded]:
+    """Records of one signature (`_same`) as one: the first's text and pickle, the
+    larger counts, every executable."""
+    kept: list[Recorded] = []
+    for recorded in signatures:
+        index = next((i for i, known in enumerate(kept) if _same(known, recorded)), None)
+        if index is None:
+            kept.append(recorded)
+            continue
+        known = kept[index]
+        kept[index] = attrs.evolve(
+            known,
+            runs=max(known.runs, recorded.runs),
+            last=max(known.last, recorded.last),
+            executables=merged(known.executables, recorded.executables),
+        )
+    return kept
 
 
 def used(before: Place | None, function: str, code: str | None, now: Sequence[Recorded]) -> Place:
     """The object's place after a run whose calls used the signatures ``now`` (in the
     order they were traced; none: the place as it was). The run counts once for the
-    object and for each signature it used; the signatures no recent run used retire."""
+    object and for each signature it used (found among the earlier ones as `_same`);
+    the signatures no recent run used retire."""
     if not now:
         return before if before is not None else Place(function, code, (), 0)
     runs = (before.runs if before is not None else 0) + 1
-    earlier = {r.identity: r for r in before.signatures} if before is not None else {}
-    fresh: dict[str, Recorded] = {}
-    for recorded in now:
-        if recorded.identity not in fresh:
-            old = earlier.get(recorded.identity)
-            fresh[recorded.identity] = attrs.evolve(
+    earlier = list(before.signatures) if before is not None else []
+    fresh: list[Recorded] = []
+    for recorded in _folded(now):
+        old = next((known for known in earlier if _same(known, recorded)), None)
+        if old is not None:
+            earlier.remove(old)
+        fresh.append(
+            attrs.evolve(
                 recorded,
                 runs=(old.runs if old is not None else 0) + 1,
                 last=runs,
                 executables=merged(recorded.executables, old.executables if old else ()),
             )
-    rest = [r for r in earlier.values() if r.identity not in fresh]
-    return _kept(Place(function, code, (*fresh.values(), *rest), runs))
+        )
+    return _kept(Place(function, code, (*fresh, *earlier), runs))
 
 
 MAX_EXECUTABLES = 4  # kept per signature, newest first (a trace compiled per placement)
@@ -562,18 +595,6 @@ def combined(mine: Manifest, theirs: Manifest) -> Manifest:
 
 
 def _combined(mine: Place, theirs: Place) -> Place:
-    signatures = {r.identity: r for r in mine.signatures}
-    for other in theirs.signatures:
-        own = signatures.get(other.identity)
-        signatures[other.identity] = (
-            other
-            if own is None
-            else attrs.evolve(
-                own,
-                runs=max(own.runs, other.runs),
-                last=max(own.last, other.last),
-                executables=merged(own.executables, other.executables),
-            )
-        )
     runs = max(mine.runs, theirs.runs)
-    return _kept(Place(mine.function, mine.code, tuple(signatures.values()), runs))
+    both = (*mine.signatures, *theirs.signatures)  # folded by `_kept`: mine first
+    return _kept(Place(mine.function, mine.code, both, runs))
