@@ -23,6 +23,7 @@ name. Compile options are named by their serialized proto (``CompileOptions``'s
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import threading
 from collections.abc import Callable, Sequence
@@ -43,6 +44,12 @@ class Request(NamedTuple):
     pgle_profiler: Any
 
 
+def _jax(name: str) -> Any:
+    """One of JAX's internal modules (``jax._src.lib.mlir.ir``), untyped: JAX does not
+    export them, and their types are its own."""
+    return importlib.import_module(f"jax._src.{name}")
+
+
 Handler = Callable[[Request, Callable[[Request], Any]], Any]
 """Given the request and JAX's own compile (a function of a request), the executable."""
 
@@ -60,8 +67,7 @@ def intercept(handler: Handler) -> bool:
     """Makes ``handler`` answer every XLA compile of the process from now on (once; a
     second call replaces the handler). ``False`` where JAX has no
     ``compile_or_get_cached`` to intercept."""
-    from jax._src import compiler
-
+    compiler = _jax("compiler")
     with _lock:
         if _installed:
             _installed[0] = handler
@@ -99,8 +105,7 @@ def intercept(handler: Handler) -> bool:
 
 def module_name(module: Any) -> str:
     """The module's symbol name (``jit_train_step``)."""
-    from jax._src.lib.mlir import ir
-
+    ir = _jax("lib.mlir").ir
     return str(ir.StringAttr(module.operation.attributes["sym_name"]).value)
 
 
@@ -114,8 +119,7 @@ def module_bytes(module: Any) -> bytes:
 def module_digest(module: Any) -> str:
     """The digest of the module's canonical form: its debug locations stripped, as
     JAX's persistent cache key strips them."""
-    from jax._src.lib.mlir import passmanager
-
+    passmanager = _jax("lib.mlir").passmanager
     with module.context:
         clone = module.operation.clone()
         passmanager.PassManager.parse("builtin.module(strip-debuginfo)").run(clone)
@@ -142,18 +146,15 @@ def backend_started(platform: str) -> Any:
     """The backend of ``platform`` if the program has started JAX's backends, else
     ``None``; never starts one (``xla_bridge._backends``, read under its lock by
     ``backends_are_initialized``: 0.9.2 to 0.12.1)."""
-    from jax._src import xla_bridge
-
+    xla_bridge = _jax("xla_bridge")
     if not xla_bridge.backends_are_initialized():
         return None
-    return xla_bridge._backends.get(platform)  # pyright: ignore[reportPrivateUsage]
+    return xla_bridge._backends.get(platform)
 
 
 def backends_started() -> bool:
     """Whether the program has started JAX's backends (starts none)."""
-    from jax._src import xla_bridge
-
-    return bool(xla_bridge.backends_are_initialized())
+    return bool(_jax("xla_bridge").backends_are_initialized())
 
 
 class Parsed(NamedTuple):
@@ -169,10 +170,8 @@ def parse(module: bytes, options: bytes) -> Parsed:
     """A recorded module (bytecode) and its compile options, read back; the digest is
     that of the module as parsed now, so that a module this MLIR reads otherwise than
     the recording run's is named by what it is now."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib import xla_client
-    from jax._src.lib.mlir import ir
-
+    mlir, ir = _jax("interpreters.mlir"), _jax("lib.mlir").ir
+    xla_client = _jax("lib").xla_client
     context = mlir.make_ir_context()
     with context, ir.Location.unknown():
         parsed = ir.Module.parse(module)
@@ -184,8 +183,7 @@ def compile_parsed(backend: Any, parsed: Parsed, ids: Sequence[int]) -> Any:
     """Compiles ``parsed`` for the devices ``ids`` of ``backend`` with JAX's own compile
     (so that JAX's persistent cache is read and written as for a call); raises
     `KeyError` for a device id this process does not have."""
-    from jax._src.lib import xla_client
-
+    xla_client = _jax("lib").xla_client
     found = {int(device.id): device for device in backend.devices()}
     devices = np.empty(len(ids), dtype=object)
     for index, number in enumerate(ids):

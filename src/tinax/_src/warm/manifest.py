@@ -98,10 +98,11 @@ class Recorded:
 
     @property
     def identity(self) -> str:
-        """What makes two records one signature: its pickle where written (two
-        signatures of one text, such as an nnx model in ``train()`` and ``eval()``,
-        stay two; a static whose text holds an address stays one), else its text."""
-        return self.data or self.text
+        """What makes two records one signature: its text (the pickle holds each run's
+        timings). Two signatures of one text (an nnx model in ``train()`` and
+        ``eval()``) are one record holding both executables; records of two texts with
+        an executable in common are folded into one (`_same`)."""
+        return self.text
 
 
 def module_file(manifest_path: str, digest: str) -> str:
