@@ -79,6 +79,7 @@ class Ahead:
         self._entries: dict[str, list[_Entry]] = {}  # module name -> entries
         self._waiting: list[_Entry] = []  # until the program starts the backend
         self._poller: threading.Thread | None = None
+        self._said_failed = False
         self.installed = private.intercept(self.compile)
         # what records a compile, and names the object it is of (None: no object's)
         self.recorder: Callable[[private.Request, Facts], str | None] | None = None
@@ -173,8 +174,8 @@ class Ahead:
         if recorder is not None:
             try:
                 place = recorder(request, facts)
-            except Exception:  # recording must never break a compile
-                place = None
+            except Exception as error:  # recording must never break a compile
+                self._recording_failed(error)
         if not self._entries or request.host_callbacks or request.pgle_profiler is not None:
             return jax_compile(request)
         taken = self._take(request, facts, place)
@@ -188,6 +189,18 @@ class Ahead:
             taken.recipe.text,
         )
         return taken.executable
+
+    def _recording_failed(self, error: Exception) -> None:
+        """Once per run: a compile could not be recorded (JAX moved what is read)."""
+        if self._said_failed:
+            return
+        self._said_failed = True
+        logger.warning(
+            "tinax warm start: a compile could not be recorded (%s: %s); what it "
+            "compiled starts cold next run",
+            type(error).__name__,
+            error,
+        )
 
     def _take(self, request: private.Request, facts: Facts, place: str | None) -> _Entry | None:
         """The entry compiled ahead from the request's module, options and devices, once
