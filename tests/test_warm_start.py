@@ -1,8 +1,11 @@
-"""`tinax.warm_start`: a program run twice, each run a fresh process, starts warm on the
-second; a stale, corrupt or unwritable manifest is a log line, never a wrong result."""
+"""`tinax.warm_start`: a program run twice, each run a fresh process. The first run records
+what each call's compile lowered to; the second compiles those modules ahead, in
+background threads, once the program has started JAX's backend, and its first call,
+traced and lowered as cold, compiles nothing. Anything else compiles as cold: a stale,
+corrupt or unwritable manifest or module file is a log line, never a wrong result."""
 
+import base64
 import enum
-import functools
 import importlib
 import json
 import os
@@ -17,7 +20,6 @@ from pathlib import Path
 import attrs
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 import pytest
 from flax import nnx
@@ -27,12 +29,13 @@ from hypothesis import strategies as st
 import tinax
 from helpers.processes import PIPE, PROGRAMS, run_program, start_program
 from helpers.strategies import wide_values
+from programs.warm_start_program import await_compiles_ahead
 from tinax._src import private
 from tinax._src.core import validation
 from tinax._src.diagnosis import record
-from tinax._src.models import nonarrays
 from tinax._src.observe import watchers
-from tinax._src.warm import manifest, same, start, values, workers
+from tinax._src.private import executables
+from tinax._src.warm import manifest, start, values, workers
 from tinax.jit import bounded_jit
 
 
@@ -52,16 +55,18 @@ def double(x):
 
 PROGRAM = PROGRAMS / "warm_start_program.py"
 MODELS = PROGRAMS / "warm_start_models_program.py"
+STATE = PROGRAMS / "warm_start_state_program.py"
 
 
-def _built_at(marker):
+def _built_at(marker, program=PROGRAM):
     """The program's line where ``marker`` builds an object (its place in the manifest)."""
-    lines = PROGRAM.read_text().splitlines()
+    lines = program.read_text().splitlines()
     return next(number for number, line in enumerate(lines, 1) if marker in line)
 
 
 STEP = f"main.<locals>.step built at warm_start_program.py:{_built_at('step_jit = ')}, #0"
 APPLY = f"main.<locals>.apply built at warm_start_program.py:{_built_at('apply_jit = ')}, #0"
+STEP_8 = "x: f32[8,3], scale: weak-typed f32[]"  # the signature of the default call
 
 
 def run(path, *options, env=None, expect_ok=True, program=PROGRAM, devices=1):
@@ -75,81 +80,101 @@ def run(path, *options, env=None, expect_ok=True, program=PROGRAM, devices=1):
     return done.returncode, done.stderr
 
 
+def _modules(path):
+    """The folder of the modules recorded beside the manifest ``path``."""
+    return Path(manifest.module_file(path, "x")).parent
+
+
+def _saved(path):
+    """What a run left: the manifest at ``path`` and the module files beside it, as bytes."""
+    folder = _modules(path)
+    modules = {p.name: p.read_bytes() for p in folder.iterdir()} if folder.is_dir() else {}
+    return path.read_bytes(), modules
+
+
+def _restored(saved, path):
+    """``path`` (and its modules folder) as a run left them (`_saved`)."""
+    content, modules = saved
+    path.write_bytes(content)
+    _modules(path).mkdir(exist_ok=True)
+    for name, data in modules.items():
+        (_modules(path) / name).write_bytes(data)
+    return path
+
+
+def _place(path, name):
+    return json.loads(Path(path).read_text())["objects"][name]
+
+
 @pytest.fixture(scope="module")
 def _recorded_once(tmp_path_factory):
-    """One cold run of the program with its defaults (batch 8, max_traces=1): the manifest
-    that many tests' second run starts from. The run is the same for each of them, so it
-    runs once; each test gets a copy (`recorded`)."""
+    """One cold run of the program with its defaults (batch 8, max_traces=1) and a static
+    lambda (a signature that cannot be written): what many tests' second run starts
+    from. The run is the same for each of them, so it runs once; each test gets a copy
+    (`recorded`). (facts, log, the files it left)."""
     path = tmp_path_factory.mktemp("recorded") / "signatures.json"
-    run(path)
-    return path.read_bytes()
+    facts, log = run(path, "--static-lambda")
+    return facts, log, _saved(path)
 
 
 @pytest.fixture
 def recorded(_recorded_once, tmp_path):
-    """``tmp_path / "signatures.json"``, as the program's cold run with its defaults left it."""
-    path = tmp_path / "signatures.json"
-    path.write_bytes(_recorded_once)
-    return path
+    """``tmp_path / "signatures.json"``, with its modules, as the cold run left them."""
+    return _restored(_recorded_once[2], tmp_path / "signatures.json")
+
+
+@pytest.fixture(scope="module")
+def restart(_recorded_once, tmp_path_factory):
+    """The run after `_recorded_once`, with the same options, once the compiles ahead are
+    done: (cold facts, warm facts, warm log, the manifest after it)."""
+    path = _restored(_recorded_once[2], tmp_path_factory.mktemp("restart") / "signatures.json")
+    warm, log = run(path, "--static-lambda", "--wait")
+    return _recorded_once[0], warm, log, path
 
 
 class TestTwoRuns:
-    def test_the_second_run_compiles_the_recorded_signature_before_the_first_call(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        first, _ = run(path, "--wait")
-        assert first["traces_before_call"] == 0  # nothing recorded yet: cold
-        assert (first["runs"], first["traces_used"], first["compiles_used"]) == (1, 1, 1)
-        second, log = run(path, "--wait")
-        assert second["traces_before_call"] == 1  # compiled while the program went on
-        assert second["compiles_before_call"] == 1
-        # the call ran from it: no second counted trace, no second compile; the body ran
-        # twice: the warm trace, and its check at the first call (traced again, not counted)
-        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
-        assert second["explain_lines"] == first["explain_lines"] == 0  # compiled: nothing to add
-        assert second["result"] == first["result"]
-        assert "holds 1 signature(s) of 1 object(s)" in log
+    def test_the_second_runs_first_call_compiles_nothing_and_computes_the_same_bits(self, restart):
+        cold, warm, log, _ = restart
+        assert (cold["runs"], cold["traces_used"], cold["compiles_used"]) == (1, 1, 1)
+        # the call traced and lowered as cold (its body ran once), and compiled nothing
+        assert (warm["runs"], warm["traces_used"]) == (1, 1)
+        assert (warm["compiles_used"], warm["cache_loads"]) == (0, 0)
+        assert warm["result"] == cold["result"]
+        assert warm["explain_lines"] == cold["explain_lines"] == 0  # compiled: nothing to add
+        assert "holds 2 signature(s) of 2 object(s)" in log
+        assert (
+            f"DEBUG tinax warm start: {STEP}: the call runs the executable compiled ahead "
+            f"for {STEP_8}\n"
+        ) in log
+        assert "WARNING" not in log and "not the one recorded" not in log
 
-    def test_arrays_split_over_an_auto_mesh_are_compiled_ahead_as_split(self, tmp_path):
-        """On a mesh with Auto axes JAX's types read every array as replicated; the
-        warm compile is for the placement the recorded call's arrays had, so the first
-        call of the next run compiles nothing."""
-        path = tmp_path / "signatures.json"
-        first, _ = run(path, "--wait", "--sharded", devices=8)
-        assert (first["runs"], first["traces_used"], first["compiles_used"]) == (1, 1, 1)
-        second, _ = run(path, "--wait", "--sharded", devices=8)
-        assert (second["traces_before_call"], second["compiles_before_call"]) == (1, 1)
-        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
-        assert second["result"] == first["result"]
+    def test_warm_start_starts_no_backend(self, restart):
+        """Objects built at recorded places, their executables waiting to compile: JAX's
+        backend stays the program's to start (jax_num_cpu_devices, XLA_FLAGS and
+        jax.distributed.initialize must come first)."""
+        cold, warm, log, _ = restart
+        assert f"DEBUG tinax warm start: {STEP}: 1 recorded executable(s) to compile ahead" in log
+        assert cold["backend_started_when_built"] is False
+        assert warm["backend_started_when_built"] is False
 
-    def test_a_call_during_the_warm_compile_waits_for_it_and_never_traces_twice(self, recorded):
-        path = recorded
-        # the trace sleeps 2 s: the first call comes while the warm compile is tracing
-        second, _ = run(path, "--slow", "2", "--calls", "3")
-        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (2, 1, 1)
-
-    def test_a_call_of_another_signature_during_the_warm_compile_waits_and_is_not_refused(
-        self, recorded
+    def test_a_signature_that_cannot_be_written_is_said_once_and_its_executable_compiled_ahead(
+        self, _recorded_once, restart
     ):
-        # (JAX itself waits for a trace of the same signature in flight; one of another
-        # signature would be refused beside the warm trace in flight, max_traces=1.)
-        path = recorded
-        second, log = run(path, "--slow", "2", "--batch", "16")
-        assert (second["runs"], second["traces_used"]) == (2, 1)
-        assert "gives its place in the budget to this call's trace" in log
+        cold, cold_log, _ = _recorded_once
+        lines = [line for line in cold_log.splitlines() if "cannot be written" in line]
+        assert len(lines) == 1, cold_log
+        assert f"{APPLY}: trace 1's signature is not recorded: fn holds" in lines[0]
+        assert "fn holds <function <lambda>> (type function), which cannot be written" in lines[0]
+        assert lines[0].endswith(
+            "its executable still is, but a miss of it is not explained next run"
+        )
+        [signature] = _place(restart[3], APPLY)["signatures"]
+        assert signature["data"] == ""
+        assert len(signature["executables"]) == 1
+        assert cold["apply"] == [1, 1, 0]
+        assert restart[1]["apply"] == [1, 0, 0]  # its call compiled nothing
 
-    def test_a_warm_trace_a_call_ran_from_counts_as_any_trace(self, recorded):
-        # The first call ran from the warm trace: it is no longer provisional, so a call
-        # of another signature is over the budget, as it would be after a cold start.
-        path = recorded
-        second, _ = run(path, "--wait", "--then-batch", "16")
-        assert second["traces_before_call"] == 1
-        assert second["last_call_refused"] is True
-        assert (second["runs"], second["traces_used"]) == (
-            2,
-            1,
-        )  # the warm trace, and its check at the first call (traced again, not counted)
-
-    def test_the_manifest_is_a_json_file_a_person_can_read(self, recorded):
+    def test_the_manifest_is_a_json_file_a_person_can_read_beside_its_modules(self, recorded):
         path = recorded
         content = json.loads(path.read_text())
         assert content["format"] == manifest.FORMAT
@@ -157,20 +182,145 @@ class TestTwoRuns:
         [name] = [name for name in content["objects"] if "step" in name]
         assert name == STEP
         [signature] = content["objects"][name]["signatures"]
-        assert signature["text"] == "x: f32[8,3], scale: weak-typed f32[]"
+        assert signature["text"] == STEP_8
+        [executable] = signature["executables"]
+        assert (executable["name"], executable["devices"]) == ("jit_step", [0])
+        assert executable["platform"] == "cpu"
+        # the module the call lowered to, in a file named by its canonical digest
+        module = Path(manifest.module_file(path, executable["digest"]))
+        assert module.parent == path.parent / "signatures.modules"
+        options = base64.b64decode(executable["options"], validate=True)
+        parsed = private.parse(module.read_bytes(), options)
+        assert parsed.digest == executable["digest"]
+        assert private.module_name(parsed.module) == "jit_step"
+        digests = {
+            e["digest"]
+            for place in content["objects"].values()
+            for s in place["signatures"]
+            for e in s["executables"]
+        }
+        assert {p.name for p in module.parent.iterdir()} == {f"{d}.mlirbc" for d in digests}
 
-    def test_at_most_the_budget_is_compiled_ahead(self, tmp_path):
+    def test_arrays_split_over_an_auto_mesh_are_compiled_ahead_as_split(self, tmp_path):
+        """On a mesh with Auto axes JAX's types read every array as replicated; the
+        module recorded is the one the call lowered to, for the placement its arrays had,
+        so the first call of the next run compiles nothing."""
         path = tmp_path / "signatures.json"
-        run(path, "--max-traces", "2")
-        run(path, "--max-traces", "2", "--batch", "4")  # two signatures recorded now
-        texts = _texts(path, "step")
-        assert texts == [
-            "x: f32[4,3], scale: weak-typed f32[]",
-            "x: f32[8,3], scale: weak-typed f32[]",
-        ]
-        third, _ = run(path, "--max-traces", "1", "--batch", "4", "--wait")
-        assert third["traces_before_call"] == 1
-        assert third["traces_used"] == 1
+        first, _ = run(path, "--sharded", devices=8)
+        assert (first["runs"], first["traces_used"], first["compiles_used"]) == (1, 1, 1)
+        second, _ = run(path, "--wait", "--sharded", devices=8)
+        assert (second["runs"], second["traces_used"], second["compiles_used"]) == (1, 1, 0)
+        assert second["cache_loads"] == 0
+        assert second["result"] == first["result"]
+
+
+@pytest.fixture(scope="module")
+def _three_recorded(tmp_path_factory):
+    """A cold run that traced three signatures of ``step`` (batches 4, 8, 16; max_traces=3)
+    and ``heavy`` once (half a second of compile): (facts, the files it left)."""
+    path = tmp_path_factory.mktemp("three") / "signatures.json"
+    facts, _ = run(path, "--batches", "4,8,16", "--max-traces", "3", "--heavy")
+    return facts, _saved(path)
+
+
+class TestSeveralRecorded:
+    def test_a_call_waits_only_for_its_own_executable(self, _three_recorded, tmp_path):
+        cold, saved = _three_recorded
+        path = _restored(saved, tmp_path / "signatures.json")
+        # the compiles ahead of batches 4 and 16 (and heavy's) are held until the call of
+        # batch 8 has returned: it waits for its own alone, and compiles nothing
+        facts, log = run(
+            path, "--batches", "8", "--max-traces", "3", "--hold-others", "--workers", "4"
+        )
+        assert facts["held_at_return"] == 3
+        assert (facts["traces_used"], facts["compiles_used"], facts["cache_loads"]) == (1, 0, 0)
+        assert facts["result"] == cold["results"][1]
+        assert f"DEBUG tinax warm start: {STEP}: 3 recorded executable(s) to compile ahead" in log
+
+    def test_at_most_the_budget_is_compiled_ahead(self, _three_recorded, tmp_path):
+        cold, saved = _three_recorded
+        path = _restored(saved, tmp_path / "signatures.json")
+        facts, log = run(path, "--batches", "4", "--max-traces", "1", "--wait")
+        # one run used all three: the first traced comes first, and only it is compiled
+        assert f"DEBUG tinax warm start: {STEP}: 1 recorded executable(s) to compile ahead" in log
+        assert "x: f32[8,3]" not in log and "x: f32[16,3]" not in log
+        assert (facts["traces_used"], facts["compiles_used"]) == (1, 0)
+        assert facts["result"] == cold["results"][0]
+
+    def test_a_run_that_ends_while_a_compile_ahead_runs_exits_cleanly(
+        self, _three_recorded, tmp_path
+    ):
+        """heavy is not called: its compile ahead is still in XLA when the program ends."""
+        _, saved = _three_recorded
+        path = _restored(saved, tmp_path / "signatures.json")
+        facts, _ = run(path, "--batches", "8", "--max-traces", "3", "--exit-in-flight")
+        assert facts["in_flight_at_exit"] >= 1
+        assert facts["compiles_used"] == 0
+        assert _place(path, STEP)["runs"] == 2  # and the exit wrote the manifest
+
+
+@pytest.fixture(scope="module")
+def cached_runs(tmp_path_factory):
+    """Three runs with one manifest: cold with JAX's persistent cache in a folder of its own,
+    warm with it (and then a call of another batch), warm without it: [(facts, log)]."""
+    folder = tmp_path_factory.mktemp("cached")
+    path, cache = folder / "signatures.json", folder / "cache"
+    found = [run(path, "--cache", cache)]
+    found.append(run(path, "--cache", cache, "--wait", "--then-batch", "16"))
+    found.append(run(path, "--wait"))
+    return found
+
+
+class TestWithJaxsPersistentCache:
+    def test_the_compile_ahead_is_a_load_and_the_call_compiles_nothing(self, cached_runs):
+        (cold, _), (warm, log), _ = cached_runs
+        assert (cold["compiles_used"], cold["cache_loads"]) == (1, 0)
+        assert cold["jax_cache"]["misses here"] == 1
+        assert (warm["traces_used"], warm["compiles_used"], warm["cache_loads"]) == (1, 0, 0)
+        assert warm["result"] == cold["result"]
+        # JAX's word: its cache answered jit_step in another thread, never in the call's
+        assert warm["jax_cache"] == {
+            "hits here": 0,
+            "hits elsewhere": 1,
+            "misses here": 0,
+            "misses elsewhere": 0,
+        }
+        assert f"{STEP}: {STEP_8} loaded from JAX's persistent cache ahead in " in log
+        assert (
+            f"DEBUG tinax warm start: {STEP}: the call runs the executable loaded from JAX's "
+            f"persistent cache ahead for {STEP_8}\n"
+        ) in log
+
+    def test_a_trace_whose_call_ran_an_executable_compiled_ahead_counts_in_the_budget(
+        self, cached_runs
+    ):
+        # as after a cold start: a call of another signature is over max_traces=1
+        (_, _), (warm, _), _ = cached_runs
+        assert warm["last_call_refused"] is True
+        assert warm["traces_used"] == 1
+
+    def test_compile_options_that_differ_are_named_and_the_call_compiles(self, cached_runs):
+        """The persistent cache's folder is among the compile options JAX gives XLA: a run
+        without it compiles its call, and says so."""
+        (cold, _), _, (uncached, log) = cached_runs
+        assert (uncached["compiles_used"], uncached["cache_loads"]) == (1, 0)
+        assert uncached["result"] == cold["result"]
+        assert (
+            f"INFO tinax warm start: {STEP}: the call's compile is not the one recorded for "
+            f"{STEP_8}: its compile options differ(s); it compiles now, as without warm start"
+        ) in log
+
+
+class TestSetBeforeTheBackendStarts:
+    def test_jax_num_cpu_devices_set_in_main_after_building_works_on_a_restart(self, tmp_path):
+        path = tmp_path / "signatures.json"
+        first, _ = run(path, "--cpu-devices", "4", devices=None)
+        second, _ = run(path, "--cpu-devices", "4", devices=None)
+        for facts in (first, second):
+            assert facts["device_count"] == 4
+            assert facts["backend_started_when_built"] is False
+        assert (second["traces_used"], second["compiles_used"]) == (1, 0)
+        assert second["result"] == first["result"]
 
 
 def _killed(path, signal_number, *options, log):
@@ -201,15 +351,17 @@ class TestPreemption:
         path = tmp_path / "signatures.json"
         with open(tmp_path / "log.txt", "w") as log:
             first = _killed(path, signal_number, log=log)
-            assert first["traces_before_call"] is None and first["traces_used"] == 1
-            assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+            assert (first["traces_used"], first["compiles_used"]) == (1, 1)
+            assert _texts(path, "step") == [STEP_8]
+            [signature] = _place(path, STEP)["signatures"]
+            assert len(signature["executables"]) == 1  # and what its compile lowered to
             if signal_number == signal.SIGKILL:
                 return
             second = _killed(path, signal_number, "--wait", log=log)
-        assert second["traces_before_call"] == 1  # warm: compiled before its call
-        assert (second["runs"], second["traces_used"]) == (2, 1)  # the call ran from it
+        assert (second["traces_used"], second["compiles_used"]) == (1, 0)  # compiled ahead
+        assert second["result"] == first["result"]
         # and the killed warm run's use of it was written too
-        [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
+        place = _place(path, STEP)
         assert (place["runs"], place["signatures"][0]["runs"]) == (2, 2)
 
 
@@ -218,15 +370,14 @@ class TestUse:
         path = tmp_path / "signatures.json"
         run(path, "--batch", "64")
         run(path, "--batch", "64")
-        run(path, "--batch", "48")  # a one-off: 64 compiled ahead in vain, 48 traced
+        run(path, "--batch", "48")  # a one-off: 64 compiled ahead in vain, 48 compiled
         assert _texts(path, "step") == [
             "x: f32[64,3], scale: weak-typed f32[]",  # two runs used it
             "x: f32[48,3], scale: weak-typed f32[]",  # one, the latest
         ]
         facts, _ = run(path, "--batch", "64", "--wait")  # max_traces=1: one compiled ahead
-        assert facts["traces_before_call"] == 1
-        assert (facts["runs"], facts["traces_used"]) == (2, 1)  # the call ran from it
-        [place] = [p for name, p in json.loads(path.read_text())["objects"].items() if name == STEP]
+        assert (facts["traces_used"], facts["compiles_used"]) == (1, 0)  # the call ran it
+        place = _place(path, STEP)
         assert place["runs"] == 4
         assert [(s["runs"], s["last"]) for s in place["signatures"]] == [(3, 4), (1, 3)]
 
@@ -244,20 +395,43 @@ CORRUPT = {
 }
 
 
+def _module_of(path, name):
+    """The module file of the first executable recorded for the object ``name``."""
+    [executable] = _place(path, name)["signatures"][0]["executables"]
+    return Path(manifest.module_file(path, executable["digest"]))
+
+
+# A module file that cannot serve: (what is done to step's, what the log line says).
+MODULE_DAMAGE = {
+    "missing": (lambda module, path: module.unlink(), "FileNotFoundError: "),
+    "not MLIR": (lambda module, path: module.write_bytes(b"not a module"), "MLIRError: "),
+    "another module": (
+        lambda module, path: module.write_bytes(_module_of(path, APPLY).read_bytes()),
+        "LookupError: the recorded module reads back as another module here",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def module_damage_runs(_recorded_once, tmp_path_factory):
+    """Per kind of damage to step's module file, a run from the cold run's manifest:
+    {kind: (facts, log, the manifest's path)}."""
+    found = {}
+    for kind, (damaged, _) in MODULE_DAMAGE.items():
+        path = _restored(_recorded_once[2], tmp_path_factory.mktemp("module") / "m.json")
+        damaged(_module_of(path, STEP), path)
+        found[kind] = (*run(path, "--wait"), path)
+    return found
+
+
 class TestNothingWrongBecauseOfAManifest:
-    def test_a_stale_signature_gives_its_place_to_the_call_and_the_miss_is_explained(
-        self, recorded
+    def test_a_stale_signature_compiles_ahead_in_vain_and_the_miss_is_explained(
+        self, recorded, _recorded_once
     ):
         path = recorded  # batch 8, max_traces=1
         second, log = run(path, "--batch", "16", "--wait")
-        assert second["traces_before_call"] == 1  # the recorded batch of 8, compiled ahead
-        # a cold run would trace batch 16 once and run: so does this one
-        assert second["traces_used"] == 1
-        assert "trace #1 was compiled ahead by tinax.warm_start" in log
-        assert "gives its place in the budget to this call's trace (1 of max_traces=1)" in log
-        assert "traced a signature the recorded run did not" in log
-        assert "Closest recorded signature (1 difference):" in log
-        assert "x: f32[8,3] -> f32[16,3] (shape)" in log
+        # a cold run would trace batch 16 once, compile and run: so does this one
+        assert (second["traces_used"], second["compiles_used"]) == (1, 1)
         assert (  # the whole record, its trace numbers left out (they mean nothing here)
             f"INFO tinax warm start: {STEP} traced a signature the recorded run did not "
             "(compiled now, not ahead of its call).\n"
@@ -268,6 +442,11 @@ class TestNothingWrongBecauseOfAManifest:
             "(declare them with buckets= and pad with tinax.jit.pad_to_bucket; pad or drop a "
             "last, partial batch)\n"
         ) in log
+        assert (
+            f"INFO tinax warm start: {STEP}: the call's compile is not the one recorded for "
+            f"{STEP_8}: its lowered module (what the function computes: its constants, "
+            "shapes, dtypes, shardings or code) differ(s); it compiles now"
+        ) in log
         # next run, the signature the program called comes first
         assert _texts(path, "step")[0] == "x: f32[16,3], scale: weak-typed f32[]"
 
@@ -277,16 +456,37 @@ class TestNothingWrongBecauseOfAManifest:
         damaged, said = damage
         path.write_text(damaged(json.loads(path.read_text())))
         facts, log = run(path, "--wait")
-        assert facts["traces_before_call"] == 0
-        assert facts["traces_used"] == 1
+        assert (facts["traces_used"], facts["compiles_used"]) == (1, 1)
         assert f"cannot be used ({said}" in log
         assert "); starting cold, and it is written anew" in log
-        assert "Incorrect padding" not in log and "not compiled" not in log
-        assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+        assert "Incorrect padding" not in log and "compiled ahead" not in log
+        assert _texts(path, "step") == [STEP_8]
 
-    def test_a_signature_that_no_longer_unpickles_is_a_warning_and_the_call_runs_cold(
-        self, recorded
+    @pytest.mark.parametrize("kind", MODULE_DAMAGE)
+    def test_a_module_file_that_cannot_serve_is_a_log_line_and_the_call_compiles(
+        self, module_damage_runs, _recorded_once, kind
     ):
+        facts, log, _ = module_damage_runs[kind]
+        assert (facts["traces_used"], facts["compiles_used"], facts["cache_loads"]) == (1, 1, 0)
+        assert facts["result"] == _recorded_once[0]["result"]
+        [line] = [line for line in log.splitlines() if "not compiled ahead" in line]
+        assert line.startswith(
+            f"INFO tinax warm start: {STEP}: recorded executable ({STEP_8}) not compiled "
+            f"ahead; its call compiles it: {MODULE_DAMAGE[kind][1]}"
+        ), line
+        assert "WARNING" not in log and "Traceback" not in log
+
+    @pytest.mark.parametrize("kind", MODULE_DAMAGE)
+    def test_the_run_that_compiled_it_writes_the_module_file_anew(self, module_damage_runs, kind):
+        """So that the next run starts warm again."""
+        _, _, path = module_damage_runs[kind]
+        [executable] = _place(path, STEP)["signatures"][0]["executables"]
+        written = _module_of(path, STEP).read_bytes()
+        options = base64.b64decode(executable["options"])
+        assert private.parse(written, options).digest == executable["digest"]
+
+    def test_a_signature_whose_pickle_no_longer_loads_still_compiles_ahead(self, recorded):
+        """The pickle only explains a miss; the executable needs none of it."""
         path = recorded
         content = json.loads(path.read_text())
         for place in content["objects"].values():
@@ -294,43 +494,26 @@ class TestNothingWrongBecauseOfAManifest:
                 signature["data"] = "bm90IGEgcGlja2xl"  # "not a pickle"
         path.write_text(json.dumps(content))
         facts, log = run(path, "--wait")
-        assert facts["traces_before_call"] == 0
-        assert (facts["runs"], facts["traces_used"]) == (1, 1)
-        assert "recorded signature (x: f32[8,3], scale: weak-typed f32[]) not compiled" in log
+        assert (facts["traces_used"], facts["compiles_used"]) == (1, 0)
+        assert "WARNING" not in log
 
-    def test_a_warm_compile_that_fails_leaves_the_object_as_a_cold_start_would(self, recorded):
+    def test_a_step_that_raises_raises_as_cold(self, recorded):
         path = recorded
         code, log = run(path, "--wait", env={"WARM_TEST_FAIL": "1"}, expect_ok=False)
-        # the function raises (as one reading state the program has not set yet): INFO
-        assert "INFO tinax warm start: " in log
-        assert "not compiled ahead, left to its first call: ValueError: step refuses" in log
-        assert "WARNING" not in log
         # the call raises what it raises cold: the body's own error, not a budget error
         assert code != 0
         assert "ValueError: step refuses to trace (WARM_TEST_FAIL=1)" in log
         assert "TraceBudgetError" not in log
+        assert "WARNING" not in log
 
-    def test_tinax_warm_start_0_reads_and_writes_nothing(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path)
-        before = path.read_text()
+    def test_tinax_warm_start_0_reads_and_writes_nothing(self, recorded):
+        path = recorded
+        before = _saved(path)
         facts, log = run(path, "--wait", "--batch", "4", env={"TINAX_WARM_START": "0"})
-        assert facts["traces_before_call"] == 0
+        assert facts["compiles_used"] == 1
         assert "warm start: off (TINAX_WARM_START=0)" in log
-        assert path.read_text() == before
-        missing = tmp_path / "never.json"
-        run(missing, env={"TINAX_WARM_START": "0"})
-        assert not missing.exists()
-
-    def test_a_static_value_that_cannot_be_written_is_left_out_with_one_log_line(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        _, log = run(path, "--static-lambda")
-        lines = [line for line in log.splitlines() if "cannot be written" in line]
-        assert len(lines) == 1, log
-        assert f"{APPLY}: trace 1" in lines[0]
-        assert "fn holds <function <lambda>> (type function), which cannot be written" in lines[0]
-        assert _texts(path, "apply") == []
-        assert _texts(path, "step") == ["x: f32[8,3], scale: weak-typed f32[]"]
+        assert "compiled ahead" not in log
+        assert _saved(path) == before
 
 
 @pytest.fixture(scope="module")
@@ -343,33 +526,33 @@ def model_runs(tmp_path_factory):
 class TestModels:
     """equinox modules under static_nonarrays, flax.nnx objects under propagate_updates."""
 
-    @pytest.mark.parametrize("name", ["mlp", "conv", "named", "nnx"])
-    def test_a_model_is_compiled_ahead_on_the_second_run(self, model_runs, name):
+    @pytest.mark.parametrize("name", ["mlp", "conv", "named", "nnx", "closure"])
+    def test_a_models_first_call_compiles_nothing_on_the_second_run(self, model_runs, name):
         (cold, _), (warm, log) = model_runs
-        assert (cold[name]["traces_before_call"], cold[name]["traced_in_call"]) == (0, 1)
-        assert (warm[name]["traces_before_call"], warm[name]["traced_in_call"]) == (1, 0), log
-        assert "not compiled" not in log
+        assert cold[name]["call"] == [1, 1, 0]
+        assert warm[name]["call"] == [1, 0, 0], log
+        assert "not compiled" not in log and "not the one recorded" not in log
         assert "traced a signature the recorded run did not" not in log
 
     def test_results_are_bit_identical_to_the_cold_runs(self, model_runs):
         (cold, _), (warm, _) = model_runs
-        assert warm == {
-            name: {**facts, "traces_before_call": 1, "traced_in_call": 0}
-            if name != "closure"
-            else facts
-            for name, facts in cold.items()
-        }
 
-    def test_a_closure_static_is_left_out_with_one_line_naming_its_path_and_type(self, model_runs):
-        (_, log), (warm, _) = model_runs
+        def results(run):
+            return {name: {k: v for k, v in f.items() if k != "call"} for name, f in run.items()}
+
+        assert results(warm) == results(cold)
+        assert set(cold) == {"mlp", "conv", "named", "nnx", "closure"}
+        assert "metrics" in cold["nnx"]
+
+    def test_a_closure_static_is_said_once_naming_its_path_and_type(self, model_runs):
+        (_, log), _ = model_runs
         lines = [line for line in log.splitlines() if "cannot be written" in line]
         assert len(lines) == 1, log
         assert "closure_step built at warm_start_models_program.py:" in lines[0]
         assert (
-            ": trace 1 is not recorded: model.activation holds <function <lambda>> (type "
-            "function), which cannot be written" in lines[0]
+            ": trace 1's signature is not recorded: model.activation holds <function <lambda>> "
+            "(type function), which cannot be written" in lines[0]
         )
-        assert (warm["closure"]["traces_before_call"], warm["closure"]["traced_in_call"]) == (0, 1)
 
 
 class TestWhyItMissed:
@@ -382,16 +565,22 @@ class TestWhyItMissed:
         assert "devices 1 x cpu -> 2 x cpu" in line
         assert f"XLA_FLAGS --xla_force_host_platform_device_count=1 -> {flags}" in line
 
-    def test_a_function_whose_code_changed_is_named(self, recorded):
+    def test_a_function_whose_code_changed_is_named_and_its_call_compiles(
+        self, recorded, _recorded_once
+    ):
         path = recorded
         facts, log = run(path, "--wait", "--version", "2")
-        assert f"{STEP}: its code changed" in log
-        assert facts["traces_before_call"] == 1  # the signature still compiles ahead
+        assert f"{STEP}: its code changed since the recorded run" in log
+        assert f"{STEP}: x: f32[8,3], scale: weak-typed f32[] compiled ahead" in log  # in vain
+        assert (
+            f"{STEP}: the call's compile is not the one recorded for {STEP_8}: its lowered module"
+        ) in log
+        assert (facts["traces_used"], facts["compiles_used"]) == (1, 1)
+        assert facts["result"] != _recorded_once[0]["result"]  # cos, not tanh
         assert "XLA_FLAGS" not in log  # nothing else changed
 
-    def test_nothing_is_logged_as_changed_when_nothing_changed(self, recorded):
-        path = recorded
-        _, log = run(path, "--wait")
+    def test_nothing_is_logged_as_changed_when_nothing_changed(self, restart):
+        _, _, log, _ = restart
         assert "changed" not in log
         assert "traced a signature the recorded run did not" not in log
 
@@ -406,14 +595,149 @@ def _texts(path, function):
     ]
 
 
+# --- state the program sets after building its steps, in three runs ---------------------
+
+
+@pytest.fixture(scope="module")
+def state_runs(tmp_path_factory):
+    """The state program: recorded with 1.0, then warm with 0.5 and with 1.0, and cold
+    (warm start off) with 0.5: {name: (facts, stdout, log)}."""
+    folder = tmp_path_factory.mktemp("state")
+    recorded = folder / "recorded.json"
+
+    def one(path, value, env=None):
+        done = run_program(STATE, path, "--value", value, env=env, devices=1)
+        return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout, done.stderr
+
+    found = {"recorded": one(recorded, "1.0")}
+    saved = _saved(recorded)
+    for name, value in (("changed", "0.5"), ("unchanged", "1.0")):
+        found[name] = one(_restored(saved, folder / f"{name}.json"), value)
+    found["cold"] = one(folder / "cold.json", "0.5", env={"TINAX_WARM_START": "0"})
+    found["manifest"] = json.loads(recorded.read_text())
+    return found
+
+
+STATE_KINDS = [
+    "global",
+    "attribute",
+    "class",
+    "cell",
+    "static",
+    "none",
+    "numpy",
+    "nested",
+    "scan",
+    "vjp",
+    "optimizer",
+    "precompile",
+]
+# what no executable is recorded of: a step differentiated by jax.grad around it (a
+# transformation of its trace), and steps that call back into Python
+UNRECORDED_KINDS = ["rule", "print", "callback"]
+STATE_FUNCTIONS = {
+    "global": "with_global",
+    "attribute": "with_attribute",
+    "class": "with_class",
+    "cell": "closed.<locals>.with_cell",
+    "static": "with_static",
+    "none": "with_table",
+    "numpy": "with_weights",
+    "nested": "with_nested",
+    "scan": "with_scan",
+    "vjp": "with_vjp",
+    "optimizer": "train",
+    "precompile": "with_global_precompiled",
+    "rule": "with_rule",
+    "print": "with_print",
+    "callback": "with_callback",
+}
+
+
+def _state_place(kind):
+    return f"{STATE_FUNCTIONS[kind]} built at warm_start_state_program.py:"
+
+
+class TestStateSetAfterTheStepsAreBuilt:
+    """The steps are built at module level, before main() sets what they read; nothing is
+    traced before main() calls. Each call computes what it computes with warm start off,
+    and counts what that run counts."""
+
+    @pytest.mark.parametrize("kind", STATE_KINDS + UNRECORDED_KINDS)
+    def test_a_restart_that_changes_what_the_step_reads_computes_as_a_cold_run(
+        self, state_runs, kind
+    ):
+        warm, _, log = state_runs["changed"]
+        cold, _, _ = state_runs["cold"]
+        assert warm[kind]["result"] == cold[kind]["result"]
+        counts = ("traces_used", "compiles_used", "cache_loads")
+        assert [warm[kind][name] for name in counts] == [cold[kind][name] for name in counts]
+        assert "WARNING" not in log
+        missed = [line for line in log.splitlines() if "not the one recorded" in line]
+        mine = [line for line in missed if _state_place(kind) in line]
+        if kind in STATE_KINDS:
+            [line] = mine
+            assert "its lowered module (what the function computes" in line, line
+        else:
+            assert mine == []
+
+    @pytest.mark.parametrize("kind", STATE_KINDS)
+    def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
+        self, state_runs, kind
+    ):
+        first, _, _ = state_runs["recorded"]
+        second, _, log = state_runs["unchanged"]
+        assert second[kind]["result"] == first[kind]["result"]
+        assert first[kind]["compiles_used"] == 1
+        assert (second[kind]["traces_used"], second[kind]["compiles_used"]) == (1, 0)
+        assert second[kind]["cache_loads"] == 0
+        assert "not the one recorded" not in log and "WARNING" not in log
+
+    @pytest.mark.parametrize("kind", UNRECORDED_KINDS)
+    def test_a_transformed_or_calling_back_step_records_no_executable_and_compiles(
+        self, state_runs, kind
+    ):
+        [place] = [
+            place
+            for name, place in state_runs["manifest"]["objects"].items()
+            if name.startswith(_state_place(kind))
+        ]
+        assert [len(s["executables"]) for s in place["signatures"]] == [0]
+        first, _, log = state_runs["recorded"]
+        second, _, _ = state_runs["unchanged"]
+        assert second[kind] == first[kind]  # compiled again, the same bits
+        said = [
+            line
+            for line in log.splitlines()
+            if line.startswith(f"DEBUG tinax warm start: {_state_place(kind)}")
+            and line.endswith(
+                ": trace 1 calls back into Python (jax.debug, pure_callback): its executable "
+                "is not recorded"
+            )
+        ]
+        assert len(said) == (kind != "rule"), log
+
+    def test_jax_debug_print_prints_what_this_run_computes(self, state_runs):
+        for name, printed in (("recorded", 6.0), ("unchanged", 6.0), ("changed", 3.0)):
+            _, stdout, _ = state_runs[name]
+            assert f"printed {printed}" in stdout.splitlines(), (name, stdout)
+
+
 # --- in this process: arguments, saving, the file format -----------------------------------
 
 
 @pytest.fixture
 def no_session(monkeypatch):
-    """Warm start off around the test, whatever the test turns on (and no exit hook)."""
+    """Warm start off around the test, whatever the test turns on (and no exit hook); a
+    session intercepts every XLA compile of the process (`executables.intercept`): JAX's
+    own compile is put back after the test."""
+    from jax._src import compiler
+
     monkeypatch.setattr(watchers, "warm_hook", None)
     monkeypatch.setattr(start.atexit, "register", lambda *_: None)
+    monkeypatch.setattr(compiler, "compile_or_get_cached", compiler.compile_or_get_cached)
+    monkeypatch.setattr(executables, "_installed", [])
+    monkeypatch.setattr(executables, "_original", [])
 
 
 class TestArguments:
@@ -457,6 +781,19 @@ class TestArguments:
         with pytest.raises(ValueError, match="warm start is on already with path"):
             tinax.warm_start(tmp_path / "other.json")
 
+    def test_tinax_warm_start_0_turns_it_off_before_anything_is_read_or_written(
+        self, no_session, monkeypatch, tmp_path
+    ):
+        from jax._src import compiler
+
+        monkeypatch.setenv("TINAX_WARM_START", "0")
+        own = compiler.compile_or_get_cached
+        tinax.warm_start(tmp_path / "never.json")
+        assert start.active() is None
+        assert compiler.compile_or_get_cached is own  # no compile is intercepted
+        bounded_jit(lambda x: x - 1, max_traces=1)(jnp.ones(2))
+        assert os.listdir(tmp_path) == []
+
     @pytest.mark.parametrize("folder", ["folder", "slash", "PathLike"])
     def test_a_folder_is_refused_naming_it(self, no_session, tmp_path, folder):
         """A manifest at a folder's path can be neither read nor written."""
@@ -494,15 +831,35 @@ class TestSaveSignatures:
             tinax.save_signatures("signatures\x00.json")
 
 
+_EXECUTABLE = {"name": "jit_f", "digest": "ab12", "devices": [0], "platform": "cpu", "options": ""}
+
+
 def _sound():
-    """A manifest that reads: one object, one signature (its data unpickled only later)."""
-    signature = {"text": "x: f32[3]", "runs": 1, "last": 1, "data": "gASVAA=="}
+    """A manifest that reads: one object, one signature (its data unpickled only later)
+    with one executable (its module file read only when it compiles)."""
+    signature = {
+        "text": "x: f32[3]",
+        "runs": 1,
+        "last": 1,
+        "data": "gASVAA==",
+        "executables": [dict(_EXECUTABLE)],
+    }
     place = {"function": "f", "code": None, "runs": 1, "signatures": [signature]}
     return {"format": manifest.FORMAT, "environment": {}, "objects": {"f": place}}
 
 
 def _signature(content):
     return content["objects"]["f"]["signatures"][0]
+
+
+def _executable(content):
+    return _signature(content)["executables"][0]
+
+
+_NEEDS = (
+    'object \'f\': an executable needs "name", "digest", "options" and "platform" '
+    'strings and "devices", a list of ints'
+)
 
 
 # Each kind of damage `manifest.read` tells: (the file written instead, or a change to
@@ -558,20 +915,42 @@ DAMAGE = {
         lambda c: _signature(c).update(data="gAS!AA=="),
         "object 'f': a signature's \"data\" is not base64",
     ),
+    "executables": (
+        lambda c: _signature(c).update(executables={}),
+        "object 'f': a signature's \"executables\" is not a list",
+    ),
+    "executable": (
+        lambda c: _signature(c).update(executables=[[]]),
+        "object 'f': an executable is not a JSON object",
+    ),
+    "executable name": (lambda c: _executable(c).pop("name"), _NEEDS),
+    "executable digest": (lambda c: _executable(c).update(digest=None), _NEEDS),
+    "executable platform": (lambda c: _executable(c).update(platform=0), _NEEDS),
+    "executable options": (lambda c: _executable(c).update(options=[]), _NEEDS),
+    "executable devices": (lambda c: _executable(c).update(devices="0"), _NEEDS),
+    "executable device": (lambda c: _executable(c).update(devices=[0, True]), _NEEDS),
+    "executable options base64": (
+        lambda c: _executable(c).update(options="gAS"),
+        "object 'f': an executable's \"options\" is not base64",
+    ),
 }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=8), children, max_size=3)
+    ),
+    max_leaves=10,
+)
 
 
 class TestManifestFile:
     @settings(max_examples=100, deadline=None)
     @given(
-        content=st.recursive(
-            st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-            lambda children: (
-                st.lists(children, max_size=3)
-                | st.dictionaries(st.text(max_size=8), children, max_size=3)
-            ),
-            max_leaves=10,
-        ).map(lambda c: {"format": manifest.FORMAT, "objects": c} if isinstance(c, dict) else c)
+        content=JSON.map(
+            lambda c: {"format": manifest.FORMAT, "objects": c} if isinstance(c, dict) else c
+        )
     )
     def test_any_json_reads_as_a_manifest_or_a_manifest_error(self, tmp_path_factory, content):
         path = tmp_path_factory.mktemp("m") / "m.json"
@@ -583,12 +962,45 @@ class TestManifestFile:
         else:
             assert all(isinstance(place, manifest.Place) for place in read.places.values())
 
+    @settings(max_examples=100, deadline=None)
+    @given(
+        executables=st.one_of(
+            JSON,
+            st.lists(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        key: st.one_of(JSON, st.just(value)) for key, value in _EXECUTABLE.items()
+                    },
+                ),
+                max_size=3,
+            ),
+        )
+    )
+    def test_any_json_for_a_signatures_executables_reads_or_is_a_manifest_error(
+        self, tmp_path_factory, executables
+    ):
+        content = _sound()
+        _signature(content)["executables"] = executables
+        path = tmp_path_factory.mktemp("m") / "m.json"
+        path.write_text(json.dumps(content))
+        try:
+            read = manifest.read(path)
+        except manifest.ManifestError as error:
+            assert str(error).startswith("object 'f': "), error
+        else:
+            [recorded] = read.places["f"].signatures
+            assert all(isinstance(e, manifest.Executable) for e in recorded.executables)
+            assert all(type(device) is int for e in recorded.executables for device in e.devices)
+
     @pytest.mark.parametrize("damage", DAMAGE.values(), ids=DAMAGE.keys())
     def test_each_kind_of_damage_is_a_manifest_error_naming_it(self, tmp_path, damage):
         damaged, said = damage
         path = tmp_path / "m.json"
         path.write_text(json.dumps(_sound()))
-        assert [r.text for r in manifest.read(path).places["f"].signatures] == ["x: f32[3]"]
+        [sound] = manifest.read(path).places["f"].signatures
+        assert sound.text == "x: f32[3]"
+        assert sound.executables == (manifest.Executable("jit_f", "ab12", "", (0,), "cpu"),)
         if isinstance(damaged, str):
             path.write_text(damaged)
         else:
@@ -636,19 +1048,76 @@ class TestManifestFile:
         assert [r.text for r in manifest.combined(mine, theirs).places["f"].signatures] == ["a"]
 
     def test_combined_keeps_every_object_and_signature_of_both_with_the_larger_counts(self):
-        x, y = manifest.Recorded("x", "mine", 2, 3), manifest.Recorded("y", "y", 1, 1)
+        x, y = manifest.Recorded("x", "x-data", 2, 3), manifest.Recorded("y", "y", 1, 1)
         mine = manifest.Manifest({"jax": "1"}, {"f": manifest.Place("f", None, (x,), 3)})
         theirs = manifest.Manifest(
             {},
             {
-                "f": manifest.Place("f", None, (manifest.Recorded("x", "theirs", 5, 2), y), 3),
+                "f": manifest.Place("f", None, (manifest.Recorded("x", "x-data", 5, 2), y), 3),
                 "g": manifest.Place("g", None, (y,), 1),
             },
         )
         both = manifest.combined(mine, theirs)
         assert set(both.places) == {"f", "g"}
-        assert both.places["f"].signatures == (manifest.Recorded("x", "mine", 5, 3), y)
+        assert both.places["f"].signatures == (manifest.Recorded("x", "x-data", 5, 3), y)
         assert both.environment == {"jax": "1"}
+
+    def test_a_signature_is_its_pickle_or_where_none_was_written_its_text(self):
+        """Two signatures of one text (an nnx model in ``train()`` and in ``eval()``)
+        stay two; one whose pickle could not be written is counted by its text."""
+        train, evaluate = (
+            manifest.Recorded("model: Net", data) for data in ("dHJhaW4=", "ZXZhbA==")
+        )
+        place = manifest.used(None, "f", None, [train, evaluate])
+        assert [r.data for r in place.signatures] == ["dHJhaW4=", "ZXZhbA=="]
+        unwritten = manifest.Recorded("fn=<function <lambda>>", "")
+        for _ in range(2):
+            place = manifest.used(place, "f", None, [unwritten])
+        first = place.signatures[0]
+        assert (first.text, first.data, first.runs) == (unwritten.text, "", 2)
+        theirs = manifest.Manifest({}, {"f": manifest.Place("f", None, (evaluate, unwritten), 3)})
+        both = manifest.combined(manifest.Manifest({}, {"f": place}), theirs)
+        assert len(both.places["f"].signatures) == 3
+
+    def test_a_signatures_executables_are_merged_newest_first_and_kept_at_most_four(self):
+        made = [manifest.Executable("jit_f", f"{i}", "", (0,), "cpu") for i in range(6)]
+        older = manifest.Recorded("x", "x", executables=(made[0], made[1]))
+        newer = manifest.Recorded("x", "x", executables=(made[2], made[1]))  # this run's
+        place = manifest.used(manifest.Place("f", None, (older,), 1), "f", None, [newer])
+        assert place.signatures[0].executables == (made[2], made[1], made[0])
+        theirs = manifest.Manifest({}, {"f": manifest.Place("f", None, (older,), 1)})
+        mine = manifest.Manifest({}, {"f": manifest.Place("f", None, (newer,), 1)})
+        both = manifest.combined(mine, theirs).places["f"].signatures[0]
+        assert both.executables == (made[2], made[1], made[0])
+        moved = manifest.Executable("jit_f", "0", "", (1,), "cpu")  # one module, other devices
+        assert manifest.merged((moved,), made) == (moved, *made[:3])
+        assert len(manifest.merged(made, ())) == manifest.MAX_EXECUTABLES
+
+    def test_a_write_keeps_the_module_files_its_executables_name_and_removes_the_others(
+        self, tmp_path
+    ):
+        path, folder = tmp_path / "m.json", tmp_path / "m.modules"
+
+        def naming(*digests, runs=1):
+            found = tuple(manifest.Executable("jit_f", d, "", (0,), "cpu") for d in digests)
+            signature = manifest.Recorded("x: f32[3]", "eA==", executables=found)
+            return manifest.Manifest({}, {"f": manifest.Place("f", None, (signature,), runs)})
+
+        manifest.write(path, naming("a", "b"), {"a": b"A", "b": b"B", "c": b"C"})
+        assert sorted(p.name for p in folder.iterdir()) == ["a.mlirbc", "b.mlirbc"]
+        (folder / "stray.mlirbc").write_bytes(b"?")
+        (folder / "notes.txt").write_text("not a module")
+        manifest.write(path, naming("b"))  # a module of another run: kept as it was
+        assert sorted(p.name for p in folder.iterdir()) == ["b.mlirbc", "notes.txt"]
+        assert (folder / "b.mlirbc").read_bytes() == b"B"
+        # a signature retired (its object's last 5 runs did not use it) takes its module along
+        place = naming("b").places["f"]
+        other = manifest.Recorded("x: f32[4]", "eQ==")
+        for _ in range(manifest.RETIRE_AFTER_RUNS):
+            place = manifest.used(place, "f", None, [other])
+        assert manifest.save(path, manifest.Manifest({}, {"f": place})).places["f"] == place
+        assert [r.text for r in manifest.read(path).places["f"].signatures] == ["x: f32[4]"]
+        assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
 
     def test_a_signature_keeps_how_its_arrays_were_split_and_one_written_before_loads(self, mesh8):
         """On an Auto mesh a signature's text and types read replicated; its pickle keeps
@@ -807,7 +1276,7 @@ class TestRecordingAsItTraces:
         assert len(writes) > 1 and len(reads) > 1
         assert _texts_of(path) == [f"x: f32[{size}]" for size in range(1, 41)]
 
-    def test_a_trace_wakes_the_writer_once_and_a_cached_call_never(
+    def test_a_trace_and_its_compile_wake_the_writer_and_a_cached_call_never(
         self, no_session, monkeypatch, tmp_path
     ):
         tinax.warm_start(tmp_path / "m.json")
@@ -816,10 +1285,10 @@ class TestRecordingAsItTraces:
         monkeypatch.setattr(active._writer, "wake", lambda: wakes.append(1))
         triple = bounded_jit(lambda x: x * 3, max_traces=1)
         triple(jnp.ones(3))
-        assert len(wakes) == 1
+        assert len(wakes) == 2  # the signature, then the module its compile lowered to
         for _ in range(20):
             triple(jnp.ones(3))
-        assert len(wakes) == 1
+        assert len(wakes) == 2
 
     def test_each_process_of_a_job_has_its_own_file_and_a_new_one_starts_from_process_0s(
         self, no_session, monkeypatch, tmp_path
@@ -841,33 +1310,51 @@ class TestRecordingAsItTraces:
         tinax.warm_start(path)
         active = start.active()
         assert active.file == str(tmp_path / "signatures.process-3.json")
-        assert set(active.snapshot().places) == {"f built at a.py:1, #0"}
+        manifest_now, _ = active.snapshot()
+        assert set(manifest_now.places) == {"f built at a.py:1, #0"}
 
-    def test_the_call_waits_while_warm_traces_are_unconfirmed_then_is_the_jax_jit_object(
-        self, no_session, tmp_path
+    def test_an_object_built_where_one_was_recorded_is_the_jax_jit_object_and_compiles_nothing(
+        self, no_session, tmp_path, caplog
     ):
-        def build():
-            return bounded_jit(lambda x: x * 3, max_traces=1)  # one place: rank 0, then 1
+        """In this process (its backend started): the recorded module is compiled ahead as
+        the object is built, and its first call, traced and lowered, is answered by it.
+        The place was recorded at another line (the line moved): found, and said."""
 
-        cold = build()
-        cold(jnp.ones(3))
+        def build():
+            return bounded_jit(lambda x: jnp.sin(x) * 3, max_traces=1)  # one place: #0, #1
+
         path = tmp_path / "m.json"
-        tinax.save_signatures(path)
+        tinax.warm_start(path)
+        cold = build()
+        expected = cold(jnp.arange(3.0))
+        assert (cold.traces_used, cold.compiles_used) == (1, 1)
+        start.active().save()
         saved = manifest.read(path)
         [name] = [name for name in saved.places if "test_warm_start.py" in name]
-        assert name.endswith(", #0")
-        renamed = {name[: -len("#0")] + "#1": saved.places[name]}  # the next object built there
-        manifest.write(path, manifest.Manifest(saved.environment, renamed))
+        line = int(name.rsplit(":", 1)[1].split(",")[0])
+        assert name.endswith(f"test_warm_start.py:{line}, #0")
+        # the next object built there, as recorded by a run whose line was 40 lines lower
+        moved = name.replace(f":{line}, #0", f":{line + 40}, #1")
+        manifest.write(path, manifest.Manifest(saved.environment, {moved: saved.places[name]}))
+        watchers.warm_hook = None  # a new session, reading the file
         tinax.warm_start(path)
+        caplog.set_level("DEBUG", logger="tinax")
         warm = build()
-        assert warm.__call__ is not warm._jitted  # gated: waits for its warm compile
-        assert start.active().wait(60)
-        assert warm.traces_used == 1
-        warm.lower(jnp.ones(3))  # checked as a call is, and no trace
-        warm(jnp.ones(3))  # runs from the warm trace: confirmed, the gate goes
-        assert warm.traces_used == 1
+        assert warm.__call__ is warm._jitted  # nothing gates the call
+        assert (
+            f"tinax warm start: {moved[: -len(f'{line + 40}, #1')]}{line}, #1 was not found "
+            f"among the recorded objects; it was recorded at {moved} (the line moved): its "
+            "executables are compiled ahead for it"
+        ) in caplog.messages
+        await_compiles_ahead()
+        result = warm(jnp.arange(3.0))
+        assert (warm.traces_used, warm.compiles_used, warm.cache_loads) == (1, 0, 0)
+        assert result.tobytes() == expected.tobytes()
+        assert any(
+            "the call runs the executable compiled ahead for x: f32[3]" in m
+            for m in caplog.messages
+        )
         assert warm.__call__ is warm._jitted
-        assert "_warm_check" not in vars(warm)
 
 
 def _texts_of(path):
@@ -876,247 +1363,3 @@ def _texts_of(path):
     except FileNotFoundError:
         return []
     return [s["text"] for place in content["objects"].values() for s in place["signatures"]]
-
-
-STATE = PROGRAMS / "warm_start_state_program.py"
-CHANGED = "is dropped unused: what the function reads changed between the warm trace and"
-STATE_KINDS = [
-    "global",
-    "attribute",
-    "class",
-    "cell",
-    "static",
-    "none",
-    "numpy",
-    "nested",
-    "scan",
-    "vjp",
-    "rule",
-    "optimizer",
-]
-
-
-class TestStateSetAfterTheWarmTrace:
-    """The step is built at module level: its warm trace reads the state as the import
-    left it; main() then sets what it reads. Each call computes what it computes with
-    warm start off, and counts what that run counts."""
-
-    @pytest.mark.parametrize("kind", STATE_KINDS)
-    def test_a_restart_that_changes_what_the_step_reads_computes_as_a_cold_run(
-        self, tmp_path, kind
-    ):
-        path = tmp_path / "signatures.json"
-        run(path, "--kind", kind, "--value", "1.0", program=STATE)
-        assert path.exists()
-        warm, log = run(path, "--kind", kind, "--value", "0.5", program=STATE)
-        cold, _ = run(
-            path, "--kind", kind, "--value", "0.5", program=STATE, env={"TINAX_WARM_START": "0"}
-        )
-        assert warm["result"] == cold["result"]
-        counts = ("traces_used", "compiles_used", "cache_loads")
-        assert [warm[name] for name in counts] == [cold[name] for name in counts]
-        assert "WARNING" not in log
-        if kind != "none":  # a None global: the warm trace raised, nothing to drop
-            assert warm["compiles_before_call"] == 1  # compiled ahead, then dropped
-            assert CHANGED in log
-
-    def test_precompile_before_the_first_call_checks_the_warm_trace_as_a_call_does(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path, "--kind", "global", "--value", "1.0", program=STATE)
-        options = ("--kind", "global", "--value", "0.5", "--precompile")
-        warm, log = run(path, *options, program=STATE)
-        cold, _ = run(path, *options, program=STATE, env={"TINAX_WARM_START": "0"})
-        assert warm["result"] == cold["result"]
-        assert (warm["traces_used"], warm["compiles_used"]) == (1, 1)
-        assert CHANGED in log
-
-    @pytest.mark.parametrize("kind", ["global", "static", "nested", "scan", "vjp", "optimizer"])
-    def test_a_restart_with_the_state_unchanged_compiles_nothing_in_its_first_call(
-        self, tmp_path, kind
-    ):
-        path = tmp_path / "signatures.json"
-        first, _ = run(path, "--kind", kind, "--value", "1.0", program=STATE)
-        second, log = run(path, "--kind", kind, "--value", "1.0", program=STATE)
-        assert second["result"] == first["result"]
-        assert second["compiles_before_call"] == 1  # compiled ahead
-        assert (second["traces_used"], second["compiles_used"]) == (1, 1)  # the call: none
-        assert "dropped" not in log
-
-    def test_a_global_that_main_loads_is_no_warning(self, tmp_path):
-        path = tmp_path / "signatures.json"
-        run(path, "--kind", "none", "--value", "2.0", program=STATE)
-        second, log = run(path, "--kind", "none", "--value", "2.0", program=STATE)
-        assert "WARNING" not in log
-        assert "with_table built at" in log and "not compiled ahead" in log
-        assert (second["traces_used"], second["compiles_used"]) == (1, 1)
-
-
-class TestSameStage:
-    """The check's comparison of two traces of one signature (`same.same_stage`)."""
-
-    @staticmethod
-    def _stage(function, *args, **options):
-        return private.fresh_trace(jax.jit(function, **options), args, {})
-
-    def test_two_traces_of_unchanged_code_and_state_are_the_same(self):
-        import equinox as eqx
-
-        mlp = eqx.nn.MLP(3, 2, 8, 2, activation=jax.nn.relu, key=jax.random.PRNGKey(0))
-        params, static = eqx.partition(mlp, eqx.is_array)
-
-        def step(params, x):
-            return jax.grad(lambda p: eqx.combine(p, static)(x).sum())(params)
-
-        # relu's custom_jvp: a lazy derivative rule, made anew by each trace
-        first, second = (self._stage(step, params, jnp.ones(3)) for _ in range(2))
-        assert same.same_stage(first, second)
-
-    def test_two_traces_of_a_custom_vjp_call_are_the_same_until_its_primal_reads_another_value(
-        self,
-    ):
-        scale = [2.0]
-
-        @jax.custom_vjp
-        def clipped(x):
-            return jnp.sin(x) * scale[0]
-
-        def forward(x):
-            return clipped(x), x
-
-        def backward(residual, g):
-            return (g * jnp.cos(residual),)
-
-        clipped.defvjp(forward, backward)
-
-        def step(x):  # the rules are traced only when the jaxpr is differentiated
-            return clipped(x).sum()
-
-        before = self._stage(step, jnp.ones(3))
-        assert same.same_stage(before, self._stage(step, jnp.ones(3)))
-        scale[0] = 3.0
-        assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
-
-    def test_two_traces_of_an_odeint_are_the_same(self):
-        from jax.experimental.ode import odeint
-
-        def step(y0):  # odeint's custom_vjp is given a bound method made in the trace
-            return odeint(lambda y, t: -y, y0, jnp.array([0.0, 1.0]))
-
-        first, second = (self._stage(step, jnp.ones(3)) for _ in range(2))
-        assert same.same_stage(first, second)
-
-    @pytest.mark.parametrize("rule", ["custom_jvp", "custom_vjp", "closure"])
-    def test_a_derivative_rule_given_another_value_differs_though_the_primal_is_the_same(
-        self, rule
-    ):
-        """A rule runs only when the jaxpr is differentiated (a ``jax.grad`` around the
-        object, or an outer trace's), with the values the trace gave it: a
-        ``nondiff_argnums`` argument or a cell of a rule made in the trace."""
-        clip = [1.0]
-
-        @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-        def scaled_jvp(scale, x):
-            return x
-
-        @scaled_jvp.defjvp
-        def _(scale, primals, tangents):
-            return primals[0], tangents[0] * scale
-
-        @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-        def scaled_vjp(scale, x):
-            return x
-
-        scaled_vjp.defvjp(lambda scale, x: (x, None), lambda scale, _, g: (g * scale,))
-
-        def made_in_the_trace(scale, x):
-            inner = jax.custom_jvp(lambda v: v)
-            inner.defjvp(lambda primals, tangents: (primals[0], tangents[0] * scale))
-            return inner(x)
-
-        scaled = {"custom_jvp": scaled_jvp, "custom_vjp": scaled_vjp}.get(rule, made_in_the_trace)
-
-        def step(x):
-            return (scaled(clip[0], x) ** 2).sum()
-
-        before = self._stage(step, jnp.ones(3))
-        assert same.same_stage(before, self._stage(step, jnp.ones(3)))
-        clip[0] = 0.25
-        assert not same.same_stage(before, self._stage(step, jnp.ones(3)))
-
-    @pytest.mark.parametrize(
-        ("first", "second"),
-        [(1.0, 0.5), (0.0, -0.0), (1.0, 1.0 + 2**-23)],  # literals, bit for bit
-    )
-    def test_a_literal_that_differs_in_any_bit_differs(self, first, second):
-        scale = [first]
-
-        def step(x):
-            return x * scale[0]
-
-        before = self._stage(step, jnp.ones(3, jnp.float32))
-        scale[0] = second
-        assert not same.same_stage(before, self._stage(step, jnp.ones(3, jnp.float32)))
-
-    def test_a_constant_array_that_differs_differs(self):
-        table = [np.zeros(64, np.float32)]
-
-        def step(x):
-            return x + table[0]
-
-        before = self._stage(step, jnp.ones(64))
-        table[0] = table[0].copy()
-        assert same.same_stage(before, self._stage(step, jnp.ones(64)))  # equal values
-        table[0][63] = 1.0
-        assert not same.same_stage(before, self._stage(step, jnp.ones(64)))
-
-    @pytest.mark.parametrize("read_as", ["array", "view", "read-only view", "sliced in the trace"])
-    def test_a_numpy_array_the_program_can_change_in_place_is_never_known_the_same(self, read_as):
-        """A NumPy array the step uses as an operand is a constant JAX views, not copies:
-        the executable compiled ahead holds its content when it was lowered, and the
-        program may have filled it since (``TABLE[:] = ...`` in main())."""
-        table = np.ones((4, 3), np.float32)
-        view = table[1:]
-        view.flags.writeable = read_as != "read-only view"  # its base still writeable
-        operand = table if read_as == "array" else view
-
-        def step(x):
-            return x * (table[1:] if read_as == "sliced in the trace" else operand)
-
-        x = jnp.ones(operand.shape if read_as != "sliced in the trace" else (3, 3))
-        assert not same.same_stage(self._stage(step, x), self._stage(step, x))
-
-    def test_a_numpy_array_made_in_the_trace_or_frozen_is_compared_by_value(self):
-        frozen = np.ones((4, 3), np.float32)
-        frozen.flags.writeable = False  # owns its data, read-only
-
-        def step(x):
-            return x * frozen + np.tril(np.ones((4, 3), np.float32))
-
-        first, second = (self._stage(step, jnp.ones((4, 3))) for _ in range(2))
-        assert same.same_stage(first, second)
-
-    def test_a_non_array_output_that_differs_differs(self):
-        label = ["a"]
-
-        def step(x):
-            return x, label[0]
-
-        def split(x):
-            return nonarrays.parts(step(x))
-
-        before = self._stage(split, jnp.ones(2))
-        label[0] = "b"
-        assert not same.same_stage(before, self._stage(split, jnp.ones(2)))
-
-    def test_a_callback_closing_over_another_value_differs(self):
-        factor = [2.0]
-
-        def step(x):
-            value = factor[0]
-            shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
-            return jax.pure_callback(lambda v: np.asarray(v * value, np.float32), shape, x)
-
-        before = self._stage(step, jnp.ones(2, jnp.float32))
-        assert same.same_stage(before, self._stage(step, jnp.ones(2, jnp.float32)))
-        factor[0] = 3.0
-        assert not same.same_stage(before, self._stage(step, jnp.ones(2, jnp.float32)))

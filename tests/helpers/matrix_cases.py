@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import pathlib
 import re
 import sys
@@ -34,6 +35,7 @@ TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"  # as tests/test_abstract
 LOWER_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 COMPILE_EVENT = private.COMPILE_EVENT  # a compile or a load (tests/test_compiles.py)
 CACHE_HIT_EVENT = private.CACHE_HIT_EVENT  # the compile in progress was a load
+CACHE_REQUEST_EVENT = private.CACHE_REQUEST_EVENT  # JAX's compile asks its persistent cache
 
 SMALL, LARGE, HUGE = 8, 16, 24  # sizes of a call: each a trace (all divide over 8 devices)
 BUCKET_SIZES = (SMALL, LARGE)  # the buckets of a bucketed mode: HUGE and GIANT are outside
@@ -54,6 +56,14 @@ class JaxCount:
     lowerings: int = 0
     compiles: int = 0
     loads: int = 0
+    # With JAX's persistent cache on (``jax_counts(..., cache=True)``): the compiles whose
+    # event JAX recorded in the thread that counts though its ``compile_or_get_cached``
+    # never asked the cache (it did not run: warm start answered with an executable
+    # compiled ahead), and JAX's own log of its cache for the function's module in the
+    # other threads (warm start's compiles ahead).
+    answered: int = 0
+    hits_elsewhere: int = 0
+    misses_elsewhere: int = 0
 
     def facts(self) -> tuple[int, int, int]:
         """``(traces, compiles, loads)``, as ``traces_used``, ``compiles_used``,
@@ -61,15 +71,42 @@ class JaxCount:
         return self.traces, self.compiles, self.loads
 
 
+class _CacheLog(logging.Handler):
+    """JAX's log of its persistent cache (``jax._src.compiler``, at DEBUG: "Persistent
+    compilation cache hit for 'jit_f'", "PERSISTENT COMPILATION CACHE MISS for 'jit_f'",
+    on jax 0.9.2 to 0.12.1) for one module, outside the thread that counts."""
+
+    def __init__(self, count: JaxCount, module: str, here: int) -> None:
+        super().__init__(logging.DEBUG)
+        self.count, self.module, self.here = count, f"'{module}'", here
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if self.module not in text or threading.get_ident() == self.here:
+            return
+        if text.startswith("Persistent compilation cache hit for"):
+            self.count.hits_elsewhere += 1
+        elif text.startswith("PERSISTENT COMPILATION CACHE MISS for"):
+            self.count.misses_elsewhere += 1
+
+
 @contextmanager
-def jax_counts(name: str) -> Iterator[JaxCount]:
+def jax_counts(name: str, *, cache: bool = False) -> Iterator[JaxCount]:
     """JAX's events for the function named ``name`` while the block runs, in every
-    thread (warm start compiles in background threads). A compile during which the
-    compiling thread heard a persistent-cache hit is a load, not a compile."""
+    thread. A compile during which the compiling thread heard a persistent-cache hit is
+    a load, not a compile. With ``cache`` (JAX's persistent cache is on), a compile
+    whose thread heard no request to the cache is `JaxCount.answered`, neither, and
+    JAX's log of its cache in other threads is counted too."""
     count = JaxCount()
     here = threading.get_ident()
     hits: set[int] = set()
+    asked: set[int] = set()  # threads whose compile in progress asked the cache
     lock = threading.Lock()
+
+    def on_start(event: str, value: float, **kwargs: Any) -> None:
+        if event == COMPILE_EVENT:
+            with lock:
+                asked.discard(threading.get_ident())
 
     def on_duration(event: str, duration: float, **kwargs: Any) -> None:
         fun_name = kwargs.get("fun_name")
@@ -88,23 +125,38 @@ def jax_counts(name: str) -> Iterator[JaxCount]:
                 loaded = threading.get_ident() in hits
                 hits.discard(threading.get_ident())
                 if fun_name == f"jit({name})":
-                    if loaded:
+                    if cache and threading.get_ident() not in asked:
+                        count.answered += 1
+                    elif loaded:
                         count.loads += 1
                     else:
                         count.compiles += 1
 
     def on_event(event: str, **kwargs: Any) -> None:
-        if event == CACHE_HIT_EVENT:
-            with lock:
+        with lock:
+            if event == CACHE_HIT_EVENT:
                 hits.add(threading.get_ident())
+            elif event == CACHE_REQUEST_EVENT:
+                asked.add(threading.get_ident())
 
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     jax.monitoring.register_event_listener(on_event)
+    jax.monitoring.register_scalar_listener(on_start)
+    log = logging.getLogger("jax._src.compiler")
+    handler = _CacheLog(count, f"jit_{name}", here) if cache else None
+    level = log.level
+    if handler is not None:
+        log.addHandler(handler)
+        log.setLevel(logging.DEBUG)
     try:
         yield count
     finally:
         jax.monitoring.unregister_event_duration_listener(on_duration)
         jax.monitoring.unregister_event_listener(on_event)
+        jax.monitoring.unregister_scalar_listener(on_start)
+        if handler is not None:
+            log.removeHandler(handler)
+            log.setLevel(level)
 
 
 def facts(obj: Any) -> tuple[int, int, int]:

@@ -3,12 +3,16 @@ fresh process, run twice by the test with one manifest and one persistent cache.
 
     python matrix_warm_program.py FOLDER
 
-Prints one JSON line: per mode, the result compared with the reference jit's, tinax's
-counts and JAX's (from its events, in every thread), the traces JAX made in the calling
-thread during the first call, and whether every message was true. A mode with shape
-buckets (`matrix_cases.BUCKETED`) calls ``precompile_buckets`` and then one call per
-bucket; its line also says what ``precompile_buckets`` returned, and the traces and
-compiles JAX made in the calls.
+Builds every object, waits until warm start's compiles ahead (if any) are done, then
+calls. Prints one JSON line: per mode, the result compared with the reference jit's,
+tinax's counts and JAX's (from its events, in every thread: `matrix_cases.jax_counts`
+with the cache on), the compiles of the calling thread that JAX's own compile never ran
+(answered by an executable compiled ahead), JAX's log of its cache for the mode's module
+in other threads (the compiles ahead), the traces JAX made in the calling thread during
+the first call, and whether every message was true. A mode with shape buckets
+(`matrix_cases.BUCKETED`) calls ``precompile_buckets`` and then one call per bucket;
+its line also says what ``precompile_buckets`` returned, and the traces and compiles JAX
+made in the calls.
 """
 
 import json
@@ -20,6 +24,7 @@ import jax
 
 import tinax
 from helpers import matrix_cases as cases
+from programs.warm_start_program import await_compiles_ahead
 from tinax.jit import Budgets
 
 
@@ -52,11 +57,12 @@ def main(folder):
     tinax.warm_start(f"{folder}/signatures.json")
     with ExitStack() as stack:
         counts = {
-            name: stack.enter_context(cases.jax_counts(mode.jax_name))
+            name: stack.enter_context(cases.jax_counts(mode.jax_name, cache=True))
             for name, mode in {**cases.MODES, **cases.BUCKETED}.items()
         }
         objects = {name: mode.build(1) for name, mode in cases.MODES.items()}
         objects.update({name: mode.build(len(sizes)) for name, mode in cases.BUCKETED.items()})
+        await_compiles_ahead()
         out = {}
         for name, mode in cases.BUCKETED.items():
             example, _ = bucket_calls[name][0]
@@ -96,6 +102,9 @@ def main(folder):
     for name, obj in objects.items():
         out[name]["tinax"] = list(cases.facts(obj))
         out[name]["jax"] = list(counts[name].facts())
+        count = counts[name]
+        out[name]["answered ahead"] = count.answered
+        out[name]["cache elsewhere"] = [count.hits_elsewhere, count.misses_elsewhere]
         try:
             cases.assert_true_to(obj, str(Budgets((obj,))))
             for text in records.texts:

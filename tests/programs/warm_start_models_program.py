@@ -3,10 +3,10 @@
     python warm_start_models_program.py MANIFEST
 
 Builds one object per model (equinox under ``static_nonarrays=True``, flax.nnx under
-``propagate_updates=True``), waits for the warm compiles, calls each once and prints
-one JSON line: per object, the traces before its call, the traces its call made, and
-its results' bytes (outputs, and for nnx the objects' state after the update) as
-hex. Log records of the ``tinax`` logger go to stderr.
+``propagate_updates=True``), waits for the compiles ahead, calls each once and prints
+one JSON line: per object, the traces, compiles and cache loads its call made, and its
+results' bytes (outputs, and for nnx the objects' state after the update) as a digest.
+Log records of the ``tinax`` logger go to stderr.
 """
 
 import enum
@@ -24,7 +24,7 @@ import optax
 from flax import nnx
 
 import tinax
-from tinax._src.warm import start
+from programs.warm_start_program import await_compiles_ahead
 from tinax.jit import bounded_jit
 
 SOFT = lambda x: x / (1 + jnp.abs(x))  # noqa: E731  (a lambda bound to a module-level name)
@@ -126,16 +126,12 @@ def main():
         "nnx": lambda f: (f(net, optimizer, metrics, rngs, jnp.ones((2, 3))), nnx.state(optimizer)),
         "closure": lambda f: f(closure, jnp.ones(3)),
     }
-    active = start.active()
-    if active is not None:
-        active.wait()
+    await_compiles_ahead()
     out = {}
     for name, obj in objects.items():
-        before = obj.traces_used
         result = calls[name](obj)
         out[name] = {
-            "traces_before_call": before,
-            "traced_in_call": obj.traces_used - before,
+            "call": [obj.traces_used, obj.compiles_used, obj.cache_loads],
             "result": digest(result),
         }
     out["nnx"]["metrics"] = digest(nnx.state(metrics))

@@ -1,19 +1,22 @@
-"""A program whose step reads state that ``main()`` sets after the warm trace: run by
+"""A program whose steps read state that ``main()`` sets after they are built: run by
 `tests/test_warm_start.py` in fresh processes, with warm start on and off.
 
-    python warm_start_state_program.py MANIFEST --kind KIND --value V [--precompile]
+    python warm_start_state_program.py MANIFEST --value V
 
-The step is built at module level, so with warm start on its warm trace is made while
-the module is imported, before ``main()`` sets what the step reads (``KIND``: a module
-global, an attribute of a module-level object, a class attribute, a closure cell, the
-content of a static argument, a global that is ``None`` until ``main()`` loads it, a
-NumPy array that ``main()`` fills in place, a
+The steps are built at module level, while the module is imported, before ``main()``
+sets what they read to ``V``; ``main()`` then waits for the compiles ahead and calls
+every step once. What each
+reads (its kind, `STEPS`): a module global, an attribute of a module-level object, a
+class attribute, a closure cell, the content of a static argument, a global that is
+``None`` until ``main()`` loads it, a NumPy array that ``main()`` fills in place, a
 global read by a nested ``jax.jit``, a ``lax.scan`` body or a ``custom_vjp`` function, a
 global given to a derivative rule as a ``nondiff_argnums`` argument (``jax.grad`` of the
-step), or an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds
-from the learning rate).
-Prints one JSON line: the result's bytes as hex, the step's counts, and its compiles
-before the call. Log records of the ``tinax`` logger go to stderr.
+step), an equinox step whose module-level optax ``OPTIMIZER`` ``main()`` rebuilds from
+the learning rate, a global read by a step called through ``precompile``, and a global
+read in Python by a host callback (``jax.debug.print``, ``jax.pure_callback``).
+
+Prints what ``jax.debug.print`` prints, then one JSON line: per kind, the result's bytes
+as hex and the step's counts. Log records of the ``tinax`` logger go to stderr.
 """
 
 import argparse
@@ -30,11 +33,12 @@ import numpy as np
 import optax
 
 import tinax
-from tinax._src.warm import start
+from programs.warm_start_program import await_compiles_ahead
 from tinax.jit import bounded_jit
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s")
 logging.getLogger("jax").setLevel(logging.WARNING)
+logging.getLogger("tinax").setLevel(logging.DEBUG)
 if __name__ == "__main__":  # not when collection imports it (--doctest-modules)
     tinax.warm_start(sys.argv[1])
 
@@ -157,6 +161,20 @@ def train(params, opt_state, x):
     return eqx.apply_updates(params, updates), opt_state, loss
 
 
+def with_global_precompiled(x):
+    return jnp.sin(x * SCALE).sum()
+
+
+def with_print(x):  # SCALE reaches the printed value, computed in the program
+    jax.debug.print("printed {total}", total=(x * SCALE).sum())
+    return x * 2.0
+
+
+def with_callback(x):  # SCALE is read in Python, by the callback, at each call
+    shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return jax.pure_callback(lambda v: np.asarray(v * SCALE, np.float32), shape, x)
+
+
 STEPS = {
     "global": bounded_jit(with_global, max_traces=1),
     "attribute": bounded_jit(with_attribute, max_traces=1),
@@ -170,18 +188,33 @@ STEPS = {
     "vjp": bounded_jit(with_vjp, max_traces=1),
     "rule": bounded_jit(with_rule, max_traces=1),
     "optimizer": bounded_jit(train, max_traces=1, static_nonarrays=True),
+    "precompile": bounded_jit(with_global_precompiled, max_traces=1),
+    "print": bounded_jit(with_print, max_traces=1),
+    "callback": bounded_jit(with_callback, max_traces=1),
 }
-if start.active() is not None:  # the warm traces are made during the import, before main()
-    start.active().wait()
+
+
+def call(kind, step, value):
+    x = jnp.linspace(0.0, 1.0, 12).reshape(4, 3)
+    if kind == "static":
+        return step(x, scaler=SCALER)
+    if kind == "optimizer":
+        model = eqx.nn.MLP(3, 1, 8, 1, key=jax.random.PRNGKey(0))
+        opt_state = optax.sgd(value).init(eqx.filter(model, eqx.is_array))
+        model, _, _ = step(model, opt_state, x)
+        return step(model, opt_state, x)[2]  # the loss after one update
+    if kind == "rule":
+        return jax.grad(step)(x)
+    if kind == "precompile":
+        return step.precompile(x)(x)
+    return step(x)
 
 
 def main():
     global SCALE, TABLE, OPTIMIZER
     parser = argparse.ArgumentParser()
     parser.add_argument("manifest")
-    parser.add_argument("--kind", required=True)
     parser.add_argument("--value", type=float, default=1.0)
-    parser.add_argument("--precompile", action="store_true")  # compiled ahead, then called
     args = parser.parse_args()
     value = args.value
     SCALE = value
@@ -192,35 +225,20 @@ def main():
     TABLE = jnp.full((4, 3), value)
     WEIGHTS[:] = value
     OPTIMIZER = optax.sgd(value)
-    step = STEPS[args.kind]
-    before = step.compiles_used
-    x = jnp.linspace(0.0, 1.0, 12).reshape(4, 3)
-    if args.kind == "static":
-        out = step(x, scaler=SCALER)
-    elif args.kind == "optimizer":
-        model = eqx.nn.MLP(3, 1, 8, 1, key=jax.random.PRNGKey(0))
-        opt_state = optax.sgd(value).init(eqx.filter(model, eqx.is_array))
-        model, _, _ = step(model, opt_state, x)
-        out = step(model, opt_state, x)[2]  # the loss after one update
-    elif args.kind == "rule":
-        out = jax.grad(step)(x)
-    elif args.precompile:
-        out = step.precompile(x)(x)
-    else:
-        out = step(x)
-    result = b"".join(np.asarray(leaf).tobytes() for leaf in jax.tree_util.tree_leaves(out))
-    print(
-        json.dumps(
-            {
-                "result": result.hex(),
-                "traces_used": step.traces_used,
-                "compiles_used": step.compiles_used,
-                "cache_loads": step.cache_loads,
-                "compiles_before_call": before,
-            }
-        ),
-        flush=True,
-    )
+    await_compiles_ahead()  # every call finds its recorded executable ready, if it has one
+    out = {}
+    for kind, step in STEPS.items():
+        result = call(kind, step, value)
+        leaves = jax.tree_util.tree_leaves(result)
+        out[kind] = {
+            "result": b"".join(np.asarray(leaf).tobytes() for leaf in leaves).hex(),
+            "traces_used": step.traces_used,
+            "compiles_used": step.compiles_used,
+            "cache_loads": step.cache_loads,
+        }
+    jax.effects_barrier()
+    sys.stdout.flush()
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":
