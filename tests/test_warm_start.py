@@ -1062,22 +1062,30 @@ class TestManifestFile:
         assert both.places["f"].signatures == (manifest.Recorded("x", "x-data", 5, 3), y)
         assert both.environment == {"jax": "1"}
 
-    def test_a_signature_is_its_pickle_or_where_none_was_written_its_text(self):
-        """Two signatures of one text (an nnx model in ``train()`` and in ``eval()``)
-        stay two; one whose pickle could not be written is counted by its text."""
-        train, evaluate = (
-            manifest.Recorded("model: Net", data) for data in ("dHJhaW4=", "ZXZhbA==")
-        )
+    def test_a_signature_is_its_text_and_records_sharing_an_executable_are_one(self):
+        """The pickle holds each run's timings, so a signature is its text: two of one text
+        (an nnx model in ``train()`` and in ``eval()``) are one record holding both
+        executables; two texts with an executable in common (a static whose text holds an
+        address) are folded into one, counted once per run."""
+        train_exe, eval_exe = (manifest.Executable("jit_f", d, "", (0,), "cpu") for d in "te")
+        train = manifest.Recorded("model: Net", "dHJhaW4=", executables=(train_exe,))
+        evaluate = manifest.Recorded("model: Net", "ZXZhbA==", executables=(eval_exe,))
         place = manifest.used(None, "f", None, [train, evaluate])
-        assert [r.data for r in place.signatures] == ["dHJhaW4=", "ZXZhbA=="]
-        unwritten = manifest.Recorded("fn=<function <lambda>>", "")
-        for _ in range(2):
-            place = manifest.used(place, "f", None, [unwritten])
-        first = place.signatures[0]
-        assert (first.text, first.data, first.runs) == (unwritten.text, "", 2)
-        theirs = manifest.Manifest({}, {"f": manifest.Place("f", None, (evaluate, unwritten), 3)})
+        [record_] = place.signatures
+        assert set(record_.executables) == {train_exe, eval_exe}
+        by_address = [
+            manifest.Recorded(f"s=<S object at 0x{n}>", "", executables=(train_exe,))
+            for n in (1, 2, 3)
+        ]
+        place = None
+        for recorded in by_address:
+            place = manifest.used(place, "f", None, [recorded])
+        assert place is not None
+        [first] = place.signatures
+        assert (first.text, first.runs, first.last) == (by_address[-1].text, 3, 3)  # the latest
+        theirs = manifest.Manifest({}, {"f": manifest.Place("f", None, (by_address[2],), 3)})
         both = manifest.combined(manifest.Manifest({}, {"f": place}), theirs)
-        assert len(both.places["f"].signatures) == 3
+        assert len(both.places["f"].signatures) == 1
 
     def test_a_signatures_executables_are_merged_newest_first_and_kept_at_most_four(self):
         made = [manifest.Executable("jit_f", f"{i}", "", (0,), "cpu") for i in range(6)]

@@ -57,10 +57,9 @@ def _on_start(event: str, value: float, **metadata: object) -> None:
         _loaded.ahead = False
 
 
-def note_ahead(*, loaded: bool) -> None:
+def note_ahead() -> None:
     """The compile in progress in this thread is answered by an executable warm start
-    compiled ahead (``loaded``: that compile was a load from JAX's persistent cache):
-    the call compiles nothing (`ahead`)."""
+    compiled ahead: the call compiles (and loads) nothing (`ahead`)."""
     _loaded.ahead = True
     _loaded.loaded = False
 

@@ -32,6 +32,8 @@ from tinax._src.observe.log import logger
 from tinax._src.warm.workers import Workers
 
 _POLL_S = (0.002, 0.05)  # waiting for the program to start the backend: first, longest
+_TEXT = 120  # characters of a signature's text in a log line
+_EXIT_WAIT_S = 120.0  # at exit, for the compiles ahead in XLA to end
 
 
 @attrs.frozen
@@ -53,6 +55,12 @@ class Recipe:
     @property
     def options_digest(self) -> str:
         return private.digest(self.options)
+
+    @property
+    def short(self) -> str:
+        """The signature's text, for a log line (at most `_TEXT` characters)."""
+        text = self.text
+        return text if len(text) <= _TEXT else text[: _TEXT - 3] + "..."
 
 
 class _Entry:
@@ -80,6 +88,10 @@ class Ahead:
         self._waiting: list[_Entry] = []  # until the program starts the backend
         self._poller: threading.Thread | None = None
         self._said_failed = False
+        self._stopping = False
+        self._running = 0  # compiles ahead in XLA now
+        self._foreground = 0  # the program's compiles in progress, while recipes wait
+        self._idle = threading.Condition(self._lock)
         self.installed = private.intercept(self.compile)
         # what records a compile, and names the object it is of (None: no object's)
         self.recorder: Callable[[private.Request, Facts], str | None] | None = None
@@ -124,10 +136,12 @@ class Ahead:
             self._submit(waiting)
 
     def _compile_ahead(self, entry: _Entry) -> None:
-        with self._lock:
-            if entry.started:
-                return  # its call compiled it first
+        with self._lock:  # the program's own compiles first: none starts beside them
+            self._idle.wait_for(lambda: not self._foreground or self._stopping)
+            if entry.started or self._stopping:
+                return  # its call compiled it first, or the program is ending
             entry.started = True
+            self._running += 1
         recipe = entry.recipe
         try:
             backend = private.backend_started(recipe.platform)
@@ -144,7 +158,7 @@ class Ahead:
             logger.debug(
                 "tinax warm start: %s: %s %s ahead in %.2f s (%s)",
                 recipe.place,
-                recipe.text,
+                recipe.short,
                 "loaded from JAX's persistent cache" if entry.loaded else "compiled",
                 time.perf_counter() - started,
                 _name(recipe),
@@ -155,11 +169,15 @@ class Ahead:
                 "tinax warm start: %s: recorded executable (%s) not compiled ahead; its "
                 "call compiles it: %s",
                 recipe.place,
-                recipe.text,
+                recipe.short,
                 entry.error,
             )
         finally:
             entry.done.set()
+            with self._lock:
+                self._running -= 1
+                if not self._running:
+                    self._idle.notify_all()
 
     # --- every compile of the process ------------------------------------------------
 
@@ -178,15 +196,23 @@ class Ahead:
                 self._recording_failed(error)
         if not self._entries or request.host_callbacks or request.pgle_profiler is not None:
             return jax_compile(request)
-        taken = self._take(request, facts, place)
-        if taken is None:
-            return jax_compile(request)
-        compile_events.note_ahead(loaded=taken.loaded)
+        with self._lock:
+            self._foreground += 1
+        try:
+            taken = self._take(request, facts, place)
+            if taken is None:
+                return jax_compile(request)
+        finally:
+            with self._lock:
+                self._foreground -= 1
+                if not self._foreground:
+                    self._idle.notify_all()
+        compile_events.note_ahead()
         logger.debug(
             "tinax warm start: %s: the call runs the executable %s ahead for %s",
             taken.recipe.place,
             "loaded from JAX's persistent cache" if taken.loaded else "compiled",
-            taken.recipe.text,
+            taken.recipe.short,
         )
         return taken.executable
 
@@ -242,9 +268,14 @@ class Ahead:
             if not found:
                 del self._entries[name]
 
-    def stop(self) -> None:
-        """At exit: no more compiles ahead start."""
+    def stop(self, timeout: float = _EXIT_WAIT_S) -> None:
+        """At exit: no more compiles ahead start, and those in XLA now are waited for (at
+        most ``timeout`` seconds): a thread ended inside XLA as the interpreter shuts
+        down aborts the process."""
         self._workers.stopped = True
+        with self._lock:
+            self._stopping = True
+            self._idle.wait_for(lambda: not self._running, timeout)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Waits for the compiles ahead started so far; whether they all finished."""
@@ -311,7 +342,7 @@ def _say_missed(recipe: Recipe, facts: Facts) -> None:
         "tinax warm start: %s: the call's compile is not the one recorded for %s: %s "
         "differ(s); it compiles now, as without warm start",
         recipe.place,
-        recipe.text,
+        recipe.short,
         ", ".join(differs) or "nothing visible",
     )
 

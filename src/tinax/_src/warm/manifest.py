@@ -406,7 +406,7 @@ def _write_modules(target: str, manifest: Manifest, modules: Mapping[str, bytes]
     folder = os.path.dirname(module_file(target, "x"))
     for digest in sorted(wanted & set(modules)):
         where = module_file(target, digest)
-        if os.path.exists(where):
+        if _holds(where, modules[digest]):
             continue
         os.makedirs(folder, exist_ok=True)
         handle, temporary = tempfile.mkstemp(prefix=".tinax-module-", dir=folder)
@@ -427,6 +427,17 @@ def _write_modules(target: str, manifest: Manifest, modules: Mapping[str, bytes]
         if suffix == ".mlirbc" and digest not in wanted:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, entry))
+
+
+def _holds(where: str, content: bytes) -> bool:
+    """Whether the file ``where`` holds ``content`` (one a run damaged is written anew)."""
+    try:
+        if os.path.getsize(where) != len(content):
+            return False
+        with open(where, "rb") as file:
+            return file.read() == content
+    except OSError:
+        return False
 
 
 def _sync_folder(folder: str) -> None:
