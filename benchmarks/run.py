@@ -37,7 +37,7 @@ from families.meshes import _mesh_call_row, batched_mesh_row
 from families.models import equinox_row, nnx_row, nnx_step_rows, static_nonarrays_row
 from families.plugin import pytest_plugin_row
 from families.serving import serving_rows
-from families.warm_start import startup_rows, transformer_rows
+from families.warm_start import built_in_main_rows, lengths_rows, startup_rows, transformer_rows
 from families.wrap import (
     first_call_row,
     memory_row,
@@ -73,6 +73,8 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "nnx": nnx_row,
     "nnx-steps": nnx_step_rows,
     "warm-start": startup_rows,
+    "warm-start-main": built_in_main_rows,
+    "warm-start-lengths": lengths_rows,
     "warm-start-transformer": transformer_rows,
     "serving": serving_rows,
 }

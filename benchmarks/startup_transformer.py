@@ -15,7 +15,12 @@ eval step. With ``--signatures`` it starts warm (`tinax.warm_start`); with
 
 Prints one line of phases, in seconds: ``import I loading L first_step F total T``,
 where ``first_step`` is everything that is neither import nor loading (building
-the steps, the first training and eval steps done).
+the steps, the first training and eval steps done); then what JAX's compile events
+measured in the main thread during the first step: ``trace``, ``lower`` and
+``compile`` (XLA's compile, a load from the persistent cache, or warm start's answer:
+the wait for the executable compiled ahead), and the steps' ``compiles_used`` and
+``cache_loads``, summed. The loading starts JAX's backend (the model's
+initialisation), so warm start's compiles ahead run during it.
 """
 
 import time
@@ -24,6 +29,7 @@ STARTED = time.perf_counter()
 
 import argparse  # noqa: E402
 import os  # noqa: E402
+import threading  # noqa: E402
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
@@ -40,6 +46,11 @@ IMPORTED = time.perf_counter()
 
 VOCABULARY, WIDTH, HEADS, LAYERS, CONTEXT, BATCH = 256, 64, 4, 4, 64, 16
 READING_S = 0.3  # reading the dataset from storage
+EVENTS = {  # JAX's own compile events, one per stage of each call's first use
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
 OPTIMIZER = optax.adamw(3e-4)  # module-level: recorded by reference
 
 
@@ -105,7 +116,24 @@ def eval_step(model, tokens, targets):
     return loss, (logits.argmax(-1) == targets).mean()
 
 
+def _listened() -> dict[str, float]:
+    """The seconds of each stage JAX's events report in the main thread while
+    ``parts["on"]`` is set (the first step)."""
+    parts = dict.fromkeys(EVENTS.values(), 0.0)
+    parts["on"] = 0.0
+    main = threading.main_thread()
+
+    def listener(event, duration, **_):
+        part = EVENTS.get(event)
+        if part is not None and parts["on"] and threading.current_thread() is main:
+            parts[part] += duration
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    return parts
+
+
 def main() -> None:
+    parts = _listened()
     parser = argparse.ArgumentParser()
     parser.add_argument("--signatures")
     parser.add_argument("--cache")
@@ -129,17 +157,24 @@ def main() -> None:
     jax.block_until_ready((model, opt_state, tokens))
     loaded = time.perf_counter()
 
+    parts["on"] = 1.0
     model, opt_state, loss = train(model, opt_state, tokens, targets)
     eval_loss, accuracy = evaluate(model, tokens, targets)
     jax.block_until_ready((model, opt_state, loss, eval_loss, accuracy))
     done = time.perf_counter()
+    parts["on"] = 0.0
     total = done - STARTED
     phases = (
         IMPORTED - STARTED,
         loaded - loading,
         total - (IMPORTED - STARTED) - (loaded - loading),
     )
-    print("import {:.4f} loading {:.4f} first_step {:.4f} total {:.4f}".format(*phases, total))
+    print(
+        "import {:.4f} loading {:.4f} first_step {:.4f} total {:.4f}".format(*phases, total)
+        + " trace {trace:.4f} lower {lower:.4f} compile {compile:.4f}".format(**parts)
+        + f" compiles_used {train.compiles_used + evaluate.compiles_used}"
+        + f" cache_loads {train.cache_loads + evaluate.cache_loads}"
+    )
 
 
 if __name__ == "__main__":

@@ -75,45 +75,67 @@ def test_models_page_nnx_section_shows_the_real_output():
 
 def test_warm_start_page_shows_the_real_output(tmp_path):
     """As for the retraces page: each run the example prints is the page's next ``text``
-    block, but for durations."""
+    block, but for durations. The warm run traces as the cold one does and compiles
+    nothing at its first calls (their compiles ran the executables compiled ahead), with
+    the cold run's results bit for bit; the run with another batch logs the miss at the
+    trace and at the compile, and computes what a cold run of that batch does."""
     out = run_example("warm_start.py", tmp_path)
-    assert_page_shows(out, "warm-start.md", 4, section="A real session", normalize=untimed)
-    run_1, run_2, _, run_3 = out.split("\n=== ")[1:]
+    assert_page_shows(out, "warm-start.md", 5, section="A real session", normalize=untimed)
+    run_1, run_2, _, run_3, results = out.split("\n=== ")[1:]
     assert "no manifest at signatures.json yet" in run_1
+    for step in ("train", "eval"):
+        assert f"{step}: traces_used=1, compiles_used=1, cache_loads=0" in run_1
+        assert f"{step}: traces_used=1, compiles_used=0, cache_loads=0" in run_2  # answered
     assert "holds 2 signature(s) of 2 object(s)" in run_2
-    assert "train: traces_used=1, compiles_used=0, cache_loads=1" in run_2  # ahead of the call
     assert "traced a signature the recorded run did not" not in run_2
+    assert "is not the one recorded" not in run_2
+    assert run_1.split("\n")[3] == run_2.split("\n")[3] == "eval loss 0.0310"
+    assert "run 2 (warm) computed what run 1 (cold) did: True" in results
+    # run 3: the miss, said at the trace and at the compile; the calls compile, as cold
     assert "  batch['x']: f32[64,32] -> f32[48,32] (shape)" in run_3
-    # the warm one (loaded) gave its place to the call's trace (compiled), and was dropped
-    # unused: its load no longer counts, as in a cold start
+    assert run_3.count("traced a signature the recorded run did not") == 2
+    assert run_3.count("the call's compile is not the one recorded for") == 2
+    assert run_3.count("its lowered module (what the function computes") == 2
     assert "train: traces_used=1, compiles_used=1, cache_loads=0" in run_3
+    assert "run 3 (warm start missed) computed what a cold run of batch 48 does: True" in results
+    assert (tmp_path / "signatures.modules").is_dir()
 
 
 def test_warm_start_page_shows_models_restarting_warm(tmp_path):
     """The page's models section shows the equinox and nnx programs' real runs: the
-    second run of each traced its step ahead, in a background thread, and loaded it
-    from JAX's cache; an optax transformation built inline is named as not recorded."""
+    second run of each traced its step at its first call, as the first did, and that
+    call compiled nothing (its compile ran the executable compiled ahead, loaded from
+    JAX's cache), with the first run's results bit for bit; an optax transformation built
+    inline is named as not written, and its step still starts warm."""
     out = run_example("warm_start_models.py", tmp_path)
-    assert_page_shows(out, "warm-start.md", 5, section="Models: equinox and flax.nnx")
-    eqx_1, eqx_2, nnx_1, nnx_2, inline = out.split("\n=== ")[1:]
-    for cold, warm in ((eqx_1, eqx_2), (nnx_1, nnx_2)):
+    assert_page_shows(out, "warm-start.md", 7, section="Models: equinox and flax.nnx")
+    eqx_1, eqx_2, nnx_1, nnx_2, inline_1, inline_2, results = out.split("\n=== ")[1:]
+    for cold, warm in ((eqx_1, eqx_2), (nnx_1, nnx_2), (inline_1, inline_2)):
         assert "traced by the first call\ntraces_used=1, compiles_used=1, cache_loads=0" in cold
+        assert "traced by the first call\ntraces_used=1, compiles_used=0, cache_loads=0" in warm
+        assert "another thread" not in cold + warm  # nothing of the program ran ahead
+        assert cold.split("\n")[-2].partition(";")[0] == warm.split("\n")[-2].partition(";")[0]
+    for warm in (eqx_2, nnx_2):
         assert "holds 1 signature(s) of 1 object(s)" in warm
-        assert "traced by a background thread, ahead of the first call" in warm
-        assert "traces_used=1, compiles_used=0, cache_loads=1" in warm
-        assert cold.split("\n")[2].partition(";")[0] == warm.split("\n")[2].partition(";")[0]
-    assert "trace 1 is not recorded: optimizer.tx.init holds <function init_fn>" in inline
+    assert "trace 1's signature is not recorded: optimizer.tx.init holds <function init_fn>" in (
+        inline_1
+    )
+    assert results.splitlines()[1:] == [
+        f"{library}: run 2 (warm) computed what run 1 (cold) did: True"
+        for library in ("equinox", "nnx", "nnx, optax.adamw built inline")
+    ]
     assert {"equinox.json", "nnx.json", "inline.json"} <= {path.name for path in tmp_path.iterdir()}
 
 
 def test_warm_start_page_shows_a_preempted_run_restarting_warm(tmp_path):
     """The page's preemption section shows a run stopped by SIGTERM (no exit handler
-    runs) that left its signature on disk, and its restart compiling it ahead."""
+    runs) that left its signature and executable on disk, and its restart running that
+    executable at its first call, with the stopped run's first step bit for bit."""
     out = run_example("warm_start_preempted.py", tmp_path)
     assert_page_shows(out, "warm-start.md", 2, section="Preemption, and jobs of several processes")
     stopped, restart = out.split("\n=== ")[1:]
-    assert "signatures.json held 1 signature(s) when SIGTERM was sent" in stopped
+    assert "held 1 signature(s) and 1 executable(s) when SIGTERM was sent" in stopped
     assert "exit status -15: stopped by the signal" in stopped
     assert "signatures.json holds 1 signature(s) of 1 object(s)" in restart
-    assert "traced by a background thread, ahead of the first call" in restart
-    assert "traces_used=1, compiles_used=0, cache_loads=1" in restart
+    assert "traced by the first call\ntraces_used=1, compiles_used=0, cache_loads=0" in restart
+    assert "its first step computed what run 1's did, bit for bit: True" in restart
