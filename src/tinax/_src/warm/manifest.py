@@ -4,9 +4,11 @@ in a JSON file a person can read.
 One entry per object, keyed as trace agreement keys it across processes (its
 function's qualified name, the file name and line where it was built, its rank
 among the objects built there): ``"step built at train.py:42, #0"``. Each
-signature is kept twice: as the text a budget error prints (``x: f32[8,3],
-n=3``), for people, and as a pickle of the `TracedSignature` (base64), which
-`precompile` takes back. Abstract values are pickled as calls of their
+signature is kept as the text a budget error prints (``x: f32[8,3], n=3``), for
+people and as its identity; as a pickle of the `TracedSignature` (base64), which
+explains next run's misses; and as the executables its calls ran (`Executable`: the
+module each compile lowered to, in a file of its own beside the manifest, its
+compile options and devices), which warm start compiles ahead. Abstract values are pickled as calls of their
 constructors (`private.portable_dumps`), so that they load as the running JAX's
 own; module-level objects (a function, ``jax.nn.relu``, equinox's ``MISSING``) by
 reference, so that they load as the running program's own (`values`). The run's
@@ -15,7 +17,7 @@ function's code digest are written too: they say, next run, why JAX's persistent
 cache may miss.
 
 Each object and signature carries its use: ``runs``, how many runs used the object
-(a call traced or ran from one of its signatures), and per signature how many runs
+(a call traced one of its signatures), and per signature how many runs
 used it and the object's run that used it last (``last``). The signatures are kept
 most used first, then most recent; one that the object's last `RETIRE_AFTER_RUNS`
 runs did not use is dropped. `save` writes under a lock file, merging what the
@@ -427,6 +429,18 @@ def _write_modules(target: str, manifest: Manifest, modules: Mapping[str, bytes]
         if suffix == ".mlirbc" and digest not in wanted:
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, entry))
+
+
+def modules_of(path: str, digests: Iterable[str]) -> dict[str, bytes]:
+    """The modules of ``digests`` kept beside the manifest at ``path``, where readable."""
+    found: dict[str, bytes] = {}
+    for digest in digests:
+        try:
+            with open(module_file(path, digest), "rb") as file:
+                found[digest] = file.read()
+        except OSError:
+            continue
+    return found
 
 
 def _holds(where: str, content: bytes) -> bool:

@@ -323,8 +323,10 @@ class WarmStart:
         with self._write_lock:
             if path is None:
                 manifest.save(self.file, *self.snapshot())
-            else:
-                manifest.write(path, *self.snapshot())
+                return
+            written, modules = self.snapshot()
+            wanted = manifest.referenced(written) - set(modules)  # recorded by earlier runs
+            manifest.write(path, written, {**manifest.modules_of(self.file, wanted), **modules})
 
     def _write_in_background(self) -> None:
         with self._write_lock:

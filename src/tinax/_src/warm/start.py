@@ -199,9 +199,12 @@ def save_signatures(path: str | os.PathLike[str]) -> None:
     """Writes the traced signatures of every budgeted object to ``path`` now.
 
     With `warm_start` on, this writes what it would write at exit (this run's
-    signatures, and the recorded ones of objects this run did not trace);
-    without it, the signatures of the objects alive now. A later
-    ``tinax.warm_start(path)`` compiles them as the objects are built.
+    signatures with the executables their calls ran, and the recorded ones of
+    objects this run did not trace), with the modules beside it; a later
+    ``tinax.warm_start(path)`` compiles those executables ahead as the objects are
+    built. Without it, only the signatures of the objects alive now are written
+    (no compile was recorded): a later warm start compiles nothing ahead from
+    them, and explains a call's miss against them.
 
     Args:
         path: The file to write (``str`` or ``os.PathLike``), replaced whole.
