@@ -10,8 +10,8 @@ explains next run's misses; and as the executables its calls ran (`Executable`: 
 module each compile lowered to, in a file of its own beside the manifest, its
 compile options and devices), which warm start compiles ahead. Abstract values are
 pickled as calls of their constructors (`private.portable_dumps`), so that they load
-as the running JAX's own; module-level objects (a function, ``jax.nn.relu``, equinox's ``MISSING``) by
-reference, so that they load as the running program's own (`values`). The run's
+as the running JAX's own; module-level objects (a function, ``jax.nn.relu``,
+equinox's ``MISSING``) by reference, so that they load as the running program's own (`values`). The run's
 environment (JAX and jaxlib versions, backend, devices, XLA flags) and each
 function's code digest are written too: they say, next run, why JAX's persistent
 cache may miss.
