@@ -1,20 +1,19 @@
 """The warm-start manifest: the traced signatures of every budgeted object of a run,
 in a JSON file a person can read.
 
-One entry per object, keyed as trace agreement keys it across processes (its
-function's qualified name, the file name and line where it was built, its rank
-among the objects built there): ``"step built at train.py:42, #0"``. Each
-signature is kept as the text a budget error prints (``x: f32[8,3], n=3``), for
-people and as its identity; as a pickle of the `TracedSignature` (base64), which
-explains next run's misses; and as the executables its calls ran (`Executable`: the
-module each compile lowered to, in a file of its own beside the manifest, its
-compile options and devices), which warm start compiles ahead. Abstract values are
-pickled as calls of their constructors (`private.portable_dumps`), so that they load
-as the running JAX's own; module-level objects (a function, ``jax.nn.relu``,
-equinox's ``MISSING``) by reference, so that they load as the running program's own (`values`). The run's
-environment (JAX and jaxlib versions, backend, devices, XLA flags) and each
-function's code digest are written too: they say, next run, why JAX's persistent
-cache may miss.
+One entry per object, keyed as trace agreement keys it across processes (its function's
+qualified name, the file name and line where it was built, its rank among the objects
+built there): ``"step built at train.py:42, #0"``. Each signature is kept as the text a
+budget error prints (``x: f32[8,3], n=3``), for people and as its identity; as a pickle
+of the `TracedSignature` (base64), which explains next run's misses; and as the
+executables its calls ran (`Executable`: the module each compile lowered to, in a file
+of its own beside the manifest, its compile options and devices), which warm start
+compiles ahead. Abstract values are pickled as calls of their constructors
+(`private.portable_dumps`), so that they load as the running JAX's own; module-level
+objects (a function, ``jax.nn.relu``, equinox's ``MISSING``) by reference, so that they
+load as the running program's own (`values`). The run's environment (JAX and jaxlib
+versions, backend, devices, XLA flags) and each function's code digest are written too:
+they say, next run, why JAX's persistent cache may miss.
 
 Each object and signature carries its use: ``runs``, how many runs used the object
 (a call traced one of its signatures), and per signature how many runs
