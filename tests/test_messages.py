@@ -793,8 +793,8 @@ class TestWholeTexts:
         )
 
     def test_the_warning_of_a_trace_that_runs_says_so_in_place_of_the_refusal(self, caplog):
+        caplog.set_level("WARNING", logger="tinax")  # whatever the session's logging
         step, first = self.overrun("warn")
-        caplog.set_level("WARNING", logger="tinax")
         with pytest.warns(TraceBudgetWarning) as caught:
             _, second = step(jnp.ones(4), jnp.ones(4)), called_here()
         assert str(caught[0].message) == self.expected(
@@ -807,16 +807,16 @@ class TestWholeTexts:
         ]
 
     def test_the_record_of_a_trace_that_runs_is_the_warning_s_text(self, caplog):
+        caplog.set_level("WARNING", logger="tinax")  # whatever the session's logging
         step, first = self.overrun("log")
-        caplog.set_level("WARNING", logger="tinax")
         _, second = step(jnp.ones(4), jnp.ones(4)), called_here()
         assert caplog.messages == [
             self.expected("on_exceed='log': this trace runs and is counted.", first, second)
         ]
 
     def test_the_record_of_a_trace_run_with_chex_assertions_disabled_says_why(self, caplog):
+        caplog.set_level("WARNING", logger="tinax")  # whatever the session's logging
         step, first = self.overrun("warn")
-        caplog.set_level("WARNING", logger="tinax")
         chex.disable_asserts()
         try:
             _, second = step(jnp.ones(4), jnp.ones(4)), called_here()  # no warning either

@@ -35,7 +35,7 @@ from tinax._src.core import validation
 from tinax._src.diagnosis import record
 from tinax._src.observe import watchers
 from tinax._src.private import executables
-from tinax._src.warm import manifest, start, values, workers
+from tinax._src.warm import manifest, modules, start, values, workers
 from tinax.jit import bounded_jit
 
 
@@ -82,7 +82,7 @@ def run(path, *options, env=None, expect_ok=True, program=PROGRAM, devices=1):
 
 def _modules(path):
     """The folder of the modules recorded beside the manifest ``path``."""
-    return Path(manifest.module_file(path, "x")).parent
+    return Path(modules.module_file(path, "x")).parent
 
 
 def _saved(path):
@@ -187,7 +187,7 @@ class TestTwoRuns:
         assert (executable["name"], executable["devices"]) == ("jit_step", [0])
         assert executable["platform"] == "cpu"
         # the module the call lowered to, in a file named by its canonical digest
-        module = Path(manifest.module_file(path, executable["digest"]))
+        module = Path(modules.module_file(path, executable["digest"]))
         assert module.parent == path.parent / "signatures.modules"
         options = base64.b64decode(executable["options"], validate=True)
         parsed = private.parse(module.read_bytes(), options)
@@ -398,7 +398,7 @@ CORRUPT = {
 def _module_of(path, name):
     """The module file of the first executable recorded for the object ``name``."""
     [executable] = _place(path, name)["signatures"][0]["executables"]
-    return Path(manifest.module_file(path, executable["digest"]))
+    return Path(modules.module_file(path, executable["digest"]))
 
 
 # A module file that cannot serve: (what is done to step's, what the log line says).
@@ -831,7 +831,13 @@ class TestSaveSignatures:
             tinax.save_signatures("signatures\x00.json")
 
 
-_EXECUTABLE = {"name": "jit_f", "digest": "ab12", "devices": [0], "platform": "cpu", "options": ""}
+_EXECUTABLE = {
+    "name": "jit_f",
+    "digest": "ab" * 32,
+    "devices": [0],
+    "platform": "cpu",
+    "options": "",
+}
 
 
 def _sound():
@@ -865,6 +871,10 @@ _NEEDS = (
 # Each kind of damage `manifest.read` tells: (the file written instead, or a change to
 # `_sound()`'s content; what the error says).
 DAMAGE = {
+    "executable digest not a sha256": (  # it names a file: never one outside the folder
+        lambda c: _executable(c).update(digest="../../x"),
+        "object 'f': an executable's \"digest\" is not a sha256",
+    ),
     "not JSON": ('{"format": ', "not JSON (Expecting value: line 1 column 12 (char 11))"),
     "no format": (
         lambda c: c.pop("format"),
@@ -1000,7 +1010,7 @@ class TestManifestFile:
         path.write_text(json.dumps(_sound()))
         [sound] = manifest.read(path).places["f"].signatures
         assert sound.text == "x: f32[3]"
-        assert sound.executables == (manifest.Executable("jit_f", "ab12", "", (0,), "cpu"),)
+        assert sound.executables == (manifest.Executable("jit_f", "ab" * 32, "", (0,), "cpu"),)
         if isinstance(damaged, str):
             path.write_text(damaged)
         else:

@@ -46,6 +46,7 @@ import jax
 
 from tinax._src.diagnosis import record
 from tinax._src.diagnosis.record import TracedSignature
+from tinax._src.warm import modules as modules_kept
 from tinax._src.warm import values
 
 FORMAT = "tinax warm start 2"
@@ -74,7 +75,8 @@ class Unwritable(Exception):
 class Executable:
     """One executable a call of a signature ran, as recorded: the symbol name and the
     canonical digest of the module it was compiled from (the module itself is a file
-    of its own, `module_file`), its compile options (serialized, base64), the ids of its
+    of its own, `modules.module_file`), its compile options (serialized, base64), the ids
+    of its
     devices and their platform."""
 
     name: str
@@ -104,13 +106,6 @@ class Recorded:
         ``eval()``) are one record holding both executables; records of two texts with
         an executable in common are folded into one (`_same`)."""
         return self.text
-
-
-def module_file(manifest_path: str, digest: str) -> str:
-    """Where the module of digest ``digest`` is kept: ``<stem>.modules/<digest>.mlirbc``
-    beside the manifest (one folder per manifest file)."""
-    stem, _ = os.path.splitext(os.fspath(manifest_path))
-    return os.path.join(f"{stem}.modules", f"{digest}.mlirbc")
 
 
 @attrs.frozen
@@ -319,6 +314,8 @@ def _executables(name: str, items: object) -> tuple[Executable, ...]:
                 f'object {name!r}: an executable needs "name", "digest", "options" and '
                 '"platform" strings and "devices", a list of ints'
             )
+        if not modules_kept.DIGEST.match(digest):
+            raise ManifestError(f'object {name!r}: an executable\'s "digest" is not a sha256')
         try:
             base64.b64decode(options, validate=True)
         except ValueError:
@@ -383,7 +380,7 @@ def write(
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
-    _write_modules(target, manifest, modules or {})
+    modules_kept.write(target, referenced(manifest), modules or {})
     handle, temporary = tempfile.mkstemp(prefix=".tinax-warm-", suffix=".json", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
@@ -397,60 +394,6 @@ def write(
             os.unlink(temporary)
         raise
     _sync_folder(folder)
-
-
-def _write_modules(target: str, manifest: Manifest, modules: Mapping[str, bytes]) -> None:
-    """Each module the manifest names and ``modules`` holds, in its own file
-    (`module_file`), written whole (a temporary file renamed), before the manifest that
-    names it; the folder's modules that the manifest no longer names are removed."""
-    wanted = referenced(manifest)
-    folder = os.path.dirname(module_file(target, "x"))
-    for digest in sorted(wanted & set(modules)):
-        where = module_file(target, digest)
-        if _holds(where, modules[digest]):
-            continue
-        os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".tinax-module-", dir=folder)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(modules[digest])
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, where)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
-    if not os.path.isdir(folder):
-        return
-    for entry in os.listdir(folder):
-        digest, suffix = os.path.splitext(entry)
-        if suffix == ".mlirbc" and digest not in wanted:
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join(folder, entry))
-
-
-def modules_of(path: str, digests: Iterable[str]) -> dict[str, bytes]:
-    """The modules of ``digests`` kept beside the manifest at ``path``, where readable."""
-    found: dict[str, bytes] = {}
-    for digest in digests:
-        try:
-            with open(module_file(path, digest), "rb") as file:
-                found[digest] = file.read()
-        except OSError:
-            continue
-    return found
-
-
-def _holds(where: str, content: bytes) -> bool:
-    """Whether the file ``where`` holds ``content`` (one a run damaged is written anew)."""
-    try:
-        if os.path.getsize(where) != len(content):
-            return False
-        with open(where, "rb") as file:
-            return file.read() == content
-    except OSError:
-        return False
 
 
 def _sync_folder(folder: str) -> None:

@@ -51,9 +51,10 @@ from tinax._src import private
 from tinax._src.budget import compiles
 from tinax._src.diagnosis import compare, record, report, reuse
 from tinax._src.diagnosis.record import TracedSignature
+from tinax._src.observe import watchers
 from tinax._src.observe.log import logger
 from tinax._src.parallel import trace_agreement
-from tinax._src.warm import ahead, manifest
+from tinax._src.warm import ahead, manifest, modules
 from tinax._src.warm.workers import Writer
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class WarmStart:
             )
         recipes = [
             ahead.Recipe(
-                module=manifest.module_file(self.file, executable.digest),
+                module=modules.module_file(self.file, executable.digest),
                 digest=executable.digest,
                 options=base64.b64decode(executable.options),
                 devices=executable.devices,
@@ -220,6 +221,8 @@ class WarmStart:
         """A compile (`ahead.Ahead.compile`): where it is of a trace of a budgeted object
         this run recorded, its module, options and devices join that signature. Returns
         the object's name in the manifest (``None``: no budgeted object's compile)."""
+        if watchers.warm_hook is not self:  # warm start was turned off since (a test)
+            return None
         found = compiles.owner_of(sys._getframe(1))  # pyright: ignore[reportPrivateUsage]
         if found is None or found.transformed:
             return None
@@ -324,9 +327,9 @@ class WarmStart:
             if path is None:
                 manifest.save(self.file, *self.snapshot())
                 return
-            written, modules = self.snapshot()
-            wanted = manifest.referenced(written) - set(modules)  # recorded by earlier runs
-            manifest.write(path, written, {**manifest.modules_of(self.file, wanted), **modules})
+            written, made = self.snapshot()
+            wanted = manifest.referenced(written) - set(made)  # recorded by earlier runs
+            manifest.write(path, written, {**modules.modules_of(self.file, wanted), **made})
 
     def _write_in_background(self) -> None:
         with self._write_lock:
