@@ -36,7 +36,6 @@ import marshal
 import os
 import pickle
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -381,18 +380,8 @@ def write(
     folder = os.path.dirname(os.path.abspath(target))
     os.makedirs(folder, exist_ok=True)
     modules_kept.write(target, referenced(manifest), modules or {})
-    handle, temporary = tempfile.mkstemp(prefix=".tinax-warm-", suffix=".json", dir=folder)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            json.dump(content, file, indent=1)
-            file.write("\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    text = json.dumps(content, indent=1) + "\n"
+    modules_kept.replace_whole(target, text.encode("utf-8"), prefix=".tinax-warm-", suffix=".json")
     _sync_folder(folder)
 
 

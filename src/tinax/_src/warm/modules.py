@@ -14,6 +14,24 @@ from collections.abc import Iterable, Mapping
 DIGEST = re.compile(r"^[0-9a-f]{64}$")  # a sha256, as `private.module_digest` writes it
 
 
+def replace_whole(target: str, content: bytes, *, prefix: str, suffix: str = "") -> None:
+    """Writes ``content`` to ``target`` at once: a temporary file in its folder, flushed to
+    disk (``fsync``), renamed over ``target``. A reader sees the old file or the new one,
+    whole; a run killed while writing leaves the old one."""
+    folder = os.path.dirname(os.path.abspath(target))
+    handle, temporary = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(content)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
 def module_file(manifest_path: str, digest: str) -> str:
     """Where the module of digest ``digest`` is kept: ``<stem>.modules/<digest>.mlirbc``
     beside the manifest (one folder per manifest file)."""
@@ -55,17 +73,7 @@ def write(target: str, wanted: set[str], modules: Mapping[str, bytes]) -> None:
         if _holds(where, modules[digest]):
             continue
         os.makedirs(folder, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".tinax-module-", dir=folder)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                file.write(modules[digest])
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, where)
-        except BaseException:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-            raise
+        replace_whole(where, modules[digest], prefix=".tinax-module-")
     if not os.path.isdir(folder):
         return
     for entry in os.listdir(folder):
