@@ -47,8 +47,8 @@ def _check_path(api: str, path: object) -> str:
 
 
 def _check_workers(workers: object) -> int:
-    if workers is None:
-        return max(1, os.cpu_count() or 1)
+    if workers is None:  # a core left to the program: XLA's compiles use every core
+        return max(1, (os.cpu_count() or 1) - 1)
     count = validation.check_int(_API, "workers", "None or an int", workers)
     if count < 1:
         raise ValueError(validation.message(_API, "workers", "None or an int >= 1", workers))
@@ -107,8 +107,9 @@ def warm_start(path: str | os.PathLike[str], *, workers: int | None = None) -> N
 
     Args:
         path: The manifest's file (``str`` or ``os.PathLike``); it need not exist.
-        workers: Threads that compile in the background. Defaults to `None`: the
-            CPU count.
+        workers: Threads that compile in the background, at the lowest scheduling
+            priority where the system allows it (Linux). Defaults to `None`: one
+            less than the CPU count, at least one.
 
     Raises:
         TypeError: ``path`` is not a str or os.PathLike; ``workers`` is not `None`
