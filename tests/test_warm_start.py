@@ -771,6 +771,12 @@ class TestArguments:
         with pytest.raises(ValueError, match=r"workers must be None or an int >= 1; got 0"):
             tinax.warm_start(tmp_path / "m.json", workers=0)
 
+    @pytest.mark.parametrize(("cpus", "expected"), [(None, 1), (1, 1), (2, 1), (16, 15)])
+    def test_by_default_a_core_is_left_to_the_program(self, monkeypatch, cpus, expected):
+        monkeypatch.setattr(start.os, "cpu_count", lambda: cpus)
+        assert start._check_workers(None) == expected
+        assert start._check_workers(3) == 3  # given: as given
+
     def test_a_second_call_with_the_same_path_is_a_no_op_and_another_path_is_refused(
         self, no_session, tmp_path
     ):
@@ -1381,3 +1387,22 @@ def _texts_of(path):
     except FileNotFoundError:
         return []
     return [s["text"] for place in content["objects"].values() for s in place["signatures"]]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's nice value: Linux")
+def test_the_compile_threads_run_at_the_lowest_priority_and_the_program_at_its_own():
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    ran = threading.Event()
+    seen = {}
+
+    def task():
+        seen["worker"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        ran.set()
+
+    pool = workers.Workers(1)
+    pool.submit(task)
+    assert ran.wait(30)
+    pool.stopped = True
+    pool.submit(lambda: None)  # wakes the thread, which sees stopped and ends
+    assert seen["worker"] == 19
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own

@@ -286,7 +286,7 @@ def transformer_rows(quick: bool) -> list[Row]:
     return [row]
 
 
-ONE_WORKER, EVERY = "warm start, workers=1", "every length compiled first"
+PER_CPU, EVERY = "warm start, a worker per CPU", "every length compiled first"
 COLD_FIRST, WARM_FIRST = "cold, the length ranked first", "warm start, the length ranked first"
 
 
@@ -303,7 +303,7 @@ def _lengths_round(index: int, small: tuple[str, ...], names: list[str]) -> Roun
         runs: list[tuple[str, Callable[[], Phases]]] = [
             (COLD, lambda: _phases(LENGTHS, *small)),
             ("tinax", lambda: warm("a")),
-            (ONE_WORKER, lambda: warm("b", "--workers", "1")),
+            (PER_CPU, lambda: warm("b", "--workers", str(os.cpu_count() or 1))),
             (EVERY, lambda: _phases(LENGTHS, *small, "--every")),
             (COLD_FIRST, lambda: _phases(LENGTHS, *small, "--length", "16")),
             (WARM_FIRST, lambda: warm("c", "--length", "16")),
@@ -315,8 +315,9 @@ def lengths_rows(quick: bool) -> list[Row]:
     """`benchmarks/startup_lengths.py`: one function with 6 recorded lengths, built just
     before its first call, which uses the length ranked last (512): its latency cold,
     warm (the call waits for its own executable, or compiles it where no worker has
-    begun it), warm with one worker, and with every length compiled first
-    (`precompile_buckets`, what a first call waiting for all of them would cost); and
+    begun it), warm with a worker per CPU (0.4.0's default; now one fewer), and with
+    every length compiled first (`precompile_buckets`, what a first call waiting for
+    all of them would cost); and
     a call of the length ranked first (16), whose compile a worker begins at once, cold
     and warm (their ratio is in the notes: the row's baseline is the other length's).
     ``--quick``: 3 lengths; cold, warm and every length first."""
@@ -324,7 +325,7 @@ def lengths_rows(quick: bool) -> list[Row]:
     small = ("--lengths", "3") if quick else ()
     names = [COLD, "tinax", EVERY]
     if not quick:
-        names = [COLD, "tinax", ONE_WORKER, EVERY, COLD_FIRST, WARM_FIRST]
+        names = [COLD, "tinax", PER_CPU, EVERY, COLD_FIRST, WARM_FIRST]
     measured = [_lengths_round(index, small, names) for index in range(rounds)]
     row = _row(
         "first call, 6 recorded lengths, built just before it, calling the one ranked last"
