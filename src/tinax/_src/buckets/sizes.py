@@ -49,6 +49,19 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def checked_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
+    """``value`` checked as `check_sizes` does, where it is no tuple checked before (a
+    serving loop passes one tuple on every request: checked once, remembered by id)."""
+    seen = _by_id.get(id(value))
+    if seen is not None and seen[0] is value:
+        return seen[1]
+    sizes = check_sizes(api, parameter, value)
+    if type(value) is tuple and len(_by_id) < _CHECKED_LIMIT:
+        # the tuple is kept alive in the entry: its id is not reused while it is there
+        _by_id[id(cast("object", value))] = (value, sizes)
+    return sizes
+
+
 def _index(value: object) -> int | None:
     """``value`` as an int, where it is one (`operator.index`: a NumPy integer too)."""
     try:
@@ -249,7 +262,7 @@ def _pad(
         raise ValueError(validation.message(api, "axis", expected, axis))
     dimension = given % rank
     length = int(shape[dimension])
-    value = _fill(api, fill, array.dtype)
+    value = fill_value(api, fill, array.dtype)
     index = bisect.bisect_left(buckets, length)
     if index == len(buckets):
         raise ValueError(
@@ -301,12 +314,12 @@ def _array(api: str, x: object) -> jax.Array | np.ndarray[Any, Any]:
         array = cast("jax.Array | np.ndarray[Any, Any]", x) if given else np.asarray(x)
     except Exception:  # a ragged list, a sequence that raises
         array = None
-    if array is None or not _numeric(array.dtype):
+    if array is None or not numeric(array.dtype):
         raise TypeError(validation.message(api, "x", expected, x))
     return array
 
 
-def _numeric(dtype: Any) -> bool:
+def numeric(dtype: Any) -> bool:
     """Whether ``dtype`` is a bool, an int, a float or a complex (ml_dtypes' too), not a
     str, an object or a PRNG key."""
     if isinstance(cast("object", dtype), np.dtype) and dtype.kind in _NUMERIC_KINDS:
@@ -320,9 +333,10 @@ def _numeric(dtype: Any) -> bool:
 _NUMERIC_KINDS = frozenset("biufc")
 
 
-def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
-    """``fill`` as a 0-d array of ``dtype``: a number that the dtype holds, exactly for a
-    bool or an int, finite where ``fill`` is for a float; otherwise the error naming it."""
+def fill_value(api: str, fill: object, dtype: Any, of: str = "x's") -> np.ndarray[Any, Any]:
+    """``fill`` as a 0-d array of ``dtype`` (the dtype of ``of``, in messages): a number
+    that the dtype holds, exactly for a bool or an int, finite where ``fill`` is for a
+    float; otherwise the error naming it."""
     if type(fill) is int and isinstance(cast("object", dtype), np.dtype) and dtype.kind in "iu":
         info = np.iinfo(dtype)  # a pad token into tokens: its range, no cast to check
         if info.min <= fill <= info.max:
@@ -331,8 +345,8 @@ def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
         value = np.asarray(fill)
     except Exception:
         value = None
-    if value is None or value.ndim != 0 or not _numeric(value.dtype):
-        raise TypeError(validation.message(api, "fill", f"a number (x's dtype is {dtype})", fill))
+    if value is None or value.ndim != 0 or not numeric(value.dtype):
+        raise TypeError(validation.message(api, "fill", f"a number ({of} dtype is {dtype})", fill))
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # overflow, and a complex's imaginary part dropped
         try:
@@ -349,6 +363,6 @@ def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
         else:  # a bool or an int: exactly
             held = bool(back == value)
     if held_value is None or not held:
-        expected = f"a value that x's dtype {dtype} holds"
+        expected = f"a value that {of} dtype {dtype} holds"
         raise ValueError(validation.message(api, "fill", expected, fill))
     return held_value

@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any
 
-from tinax._src.buckets import declared
+from tinax._src.buckets import declared, outside
 from tinax._src.budget import counting
 from tinax._src.diagnosis import names
 from tinax._src.observe.log import logger
@@ -24,7 +24,7 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     combination counted where this call traced it, not where another thread (a warm
     start, a concurrent call) traced one meanwhile."""
     api = type(owner).__name__
-    buckets: declared.Buckets | None = owner._plan.buckets
+    buckets: declared.Declared | None = owner._plan.buckets
     if buckets is None:
         raise ValueError(
             f"{api}: precompile_buckets compiles the buckets an object declares; this one "
@@ -49,7 +49,7 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             owner._precompiled(*calls[index])
         seconds = time.perf_counter() - started
         if logger.isEnabledFor(logging.INFO):
-            sizes = declared.combination_text(buckets, combinations[index])
+            sizes = outside.combination_text(buckets, combinations[index])
             done += 1  # under the GIL: a progress count, not an order
             logger.info(
                 "%s: bucket %d of %d compiled in %.2f s (%s)", where, done, total, seconds, sizes

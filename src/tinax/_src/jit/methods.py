@@ -15,7 +15,7 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src import private
-from tinax._src.buckets import declared
+from tinax._src.buckets import outside
 from tinax._src.budget import compiles, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
@@ -51,11 +51,11 @@ def shape_fix(
     owner: BudgetedMixin, closest: record.TracedSignature | None, call: record.TracedSignature
 ) -> tuple[str, ...]:
     """The fix for ``call``'s shape differences from ``closest`` that is true of
-    ``owner``'s buckets (`declared.shape_fix`); none for an object without buckets."""
+    ``owner``'s buckets (`outside.shape_fix`); none for an object without buckets."""
     buckets = owner._plan.buckets  # pyright: ignore[reportPrivateUsage]
     if buckets is None:
         return ()
-    return declared.shape_fix(type(owner).__name__, buckets, closest, call)
+    return outside.shape_fix(type(owner).__name__, buckets, closest, call)
 
 
 class BudgetedMixin:
@@ -167,10 +167,10 @@ class BudgetedMixin:
         buckets = self._plan.buckets
         if explanation.retraces and buckets is not None:  # named as its trace would be
             api = type(self).__name__
-            misses = declared.misses(api, buckets, call)
-            outside = tuple(miss.text() for miss in misses)
+            misses = outside.misses(api, buckets, call)
+            lines = tuple(miss.text() for miss in misses)
             fix = shape_fix(self, explanation.closest, call)
-            return attrs.evolve(explanation, outside_buckets=outside, shape_fix=fix)
+            return attrs.evolve(explanation, outside_buckets=lines, shape_fix=fix)
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)

@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinax._src.buckets import declared
+from tinax._src.buckets import declared, outside
 from tinax._src.diagnosis import compare
 from tinax._src.observe import rebuilt, registry_table, sites, watchers
 from tinax._src.parallel import trace_agreement
@@ -108,7 +108,7 @@ class Budgets(tuple[Any, ...]):
 
 
 def last_retrace_cause(
-    history: Sequence[TracedSignature], buckets: declared.Buckets | None = None
+    history: Sequence[TracedSignature], buckets: declared.Declared | None = None
 ) -> str | registry_table.Cause:
     """The first difference of the latest retrace from its closest earlier trace; with
     ``buckets``, the first trace of a combination of them is no retrace (it was declared)."""
@@ -116,7 +116,7 @@ def last_retrace_cause(
         retraces = [
             index
             for index, entry in enumerate(history)
-            if index and not declared.declared_trace(buckets, entry, history[:index])
+            if index and not outside.declared_trace(buckets, entry, history[:index])
         ]
         history = history[: retraces[-1] + 1] if retraces else history[:1]
     if len(history) < 2:
@@ -161,7 +161,7 @@ def budgets_table(objects: Sequence[Budgeted]) -> str:
         buckets = declared_by.get(id(owner))
         if buckets is None:
             return None
-        done, seconds = declared.compiled_summary(buckets, owner.traced_signatures)
+        done, seconds = outside.compiled_summary(buckets, owner.traced_signatures)
         return done, buckets.combinations, seconds
 
     def cause(owner: Budgeted) -> str | registry_table.Cause:
