@@ -85,12 +85,16 @@ def _rows(api: str, rows: object) -> list[np.ndarray[Any, Any]]:
         raise ValueError(validation.message(api, "rows", _ROWS, rows))
     on_device = [i for i, row in enumerate(given) if type(row) is not np.ndarray and _is_jax(row)]
     if on_device:
+        for i in on_device:
+            if isinstance(given[i], jax.core.Tracer):  # pad_ragged pads on the host
+                expected = "a concrete array (pad_ragged pads on the host, outside a trace)"
+                raise TypeError(validation.message(api, f"rows[{i}]", expected, given[i]))
         try:
             fetched = jax.device_get([given[i] for i in on_device])
-        except Exception:  # a tracer: pad_ragged pads on the host
+        except Exception:  # a deleted or donated array
             fetched = None
         if fetched is None:
-            expected = "a concrete array (pad_ragged pads on the host, outside a trace)"
+            expected = "arrays that can be fetched to the host (none deleted or donated)"
             raise TypeError(validation.message(api, "rows", expected, rows))
         for i, row in zip(on_device, fetched, strict=True):
             given[i] = row
