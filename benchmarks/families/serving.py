@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from harness import Row
 
-from tinax.jit import bounded_jit, bucket_sizes, pad_to_bucket
+from tinax.jit import Dim, bounded_jit, bucket_sizes, pad_ragged, pad_to_bucket
 
 FLOOR, CEILING, GAP = 16, 2048, 256
 # The hand-written list a serving stack keeps beside its model: the same sizes as tinax's
@@ -296,3 +296,86 @@ def _startup_row(quick: bool) -> Row:
     name, contenders = list(row_names(0, 0, len(sizes)).items())[2]  # the start-up row
     made = {ONE_BY_ONE: one_by_one, TINAX: precompiled, WARM_UP: warm_up_calls}
     return Row(name, ONE_BY_ONE, {n: made[n] for n in contenders}, rounds=5, repeat=1)
+
+
+# --- a ragged batch padded on the host -------------------------------------------------------
+
+HAND_BATCH = (1, 2, 4, 8)  # the hand-written batch buckets beside HAND_SIZES
+TOKEN_BUDGET = 4096  # a batch's rows x its length bucket at most this
+
+
+def _ragged_batches(count: int) -> list[list[np.ndarray]]:
+    """``count`` batches of requests (the serving loop's lognormal lengths), each filled
+    greedily up to 8 rows while rows x the length bucket stays within the token budget."""
+    requests = [tokens[0] for tokens in _requests(count * 8)]
+    batches: list[list[np.ndarray]] = []
+    current: list[np.ndarray] = []
+    for row in requests:
+        longest = max([len(row), *(len(r) for r in current)])
+        bucket = HAND_SIZES[bisect.bisect_left(HAND_SIZES, longest)]
+        if current and (len(current) == 8 or (len(current) + 1) * bucket > TOKEN_BUDGET):
+            batches.append(current)
+            current = []
+        current.append(row)
+        if len(batches) == count:
+            break
+    return batches or [current]
+
+
+def _hand_pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The pad a serving engineer writes: the buckets of the longest row and of the row
+    count, np.zeros, then each row slice-assigned, and the true lengths beside it."""
+    longest = max(len(row) for row in rows)
+    width = HAND_SIZES[bisect.bisect_left(HAND_SIZES, longest)]
+    height = HAND_BATCH[bisect.bisect_left(HAND_BATCH, len(rows))]
+    padded = np.zeros((height, width), np.int32)
+    lengths = np.zeros(height, np.int32)
+    for index, row in enumerate(rows):
+        padded[index, : len(row)] = row
+        lengths[index] = len(row)
+    return padded, lengths
+
+
+def ragged_pad_row(quick: bool) -> Row:
+    """A ragged batch padded on the host: tinax's ``pad_ragged`` against the hand-written
+    pad (np.zeros, then each row slice-assigned), over the same batches."""
+    batches = _ragged_batches(20 if quick else 400)
+    length, rows = Dim("length", bucket_sizes(FLOOR, CEILING, gap=GAP)), Dim("rows", HAND_BATCH)
+    for batch in batches[:50]:  # the same arrays and lengths
+        ours, theirs = pad_ragged(batch, length, batch_sizes=rows), _hand_pad_ragged(batch)
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        np.testing.assert_array_equal(ours[1], theirs[1])
+
+    def hand() -> Callable[[], object]:
+        def action() -> object:
+            for batch in batches:
+                _hand_pad_ragged(batch)
+            return None
+
+        return action
+
+    def tinax() -> Callable[[], object]:
+        def action() -> object:
+            for batch in batches:
+                pad_ragged(batch, length, batch_sizes=rows)
+            return None
+
+        return action
+
+    sizes = [len(batch) for batch in batches]
+    longest = [max(len(row) for row in batch) for batch in batches]
+
+    def notes(row: Row) -> list[str]:
+        return [
+            f"  {len(batches)} batches of 1-8 rows (mean {statistics.fmean(sizes):.1f}), longest"
+            f" row median {statistics.median(longest):.0f} tokens; token budget {TOKEN_BUDGET}",
+        ]
+
+    return Row(
+        f"ragged batch padded on the host: {len(batches)} batches of 1-8 rows (per batch)",
+        "hand-written pad",
+        {"hand-written pad": hand, TINAX: tinax},
+        target=1.1,
+        calls=len(batches),
+        notes=notes,
+    )

@@ -188,7 +188,69 @@ def pad_ragged(
         >>> (np.arange(padded.shape[1]) < lengths[:, None]).sum(axis=1)  # the mask
         array([3, 1, 0, 0])
     """
-    api = "pad_ragged"
+    # A batcher's call, on every batch: a list of host rows of tokens of one dtype, sizes
+    # given as Dims or tuples checked before, the default fill. Its checks, inlined.
+    kind = type(rows)
+    if (kind is list or kind is tuple) and rows and fill is _ZERO:
+        widths = sizes.sizes if type(sizes) is Dim else checked_sizes(_API, "sizes", sizes)
+        heights = None
+        if batch_sizes is not None:
+            heights = (
+                batch_sizes.sizes
+                if type(batch_sizes) is Dim
+                else checked_sizes(_API, "batch_sizes", batch_sizes)
+            )
+        try:
+            return _host_rows(cast("Sequence[Any]", rows), widths, heights)
+        except _General:
+            pass
+    return _pad_ragged(rows, sizes, batch_sizes, fill)
+
+
+def _host_rows(
+    rows: Sequence[Any], widths: tuple[int, ...], heights: tuple[int, ...] | None
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """`pad_ragged` of NumPy rows of rank 1 and one dtype, padded with zeros, as a
+    hand-written pad makes it; `_General` where the rows are anything else, or would
+    raise (the general path checks them and names what is wrong)."""
+    first = rows[0]
+    if type(first) is not np.ndarray:
+        raise _General
+    dtype = first.dtype
+    if dtype.kind not in "biufc":  # a str, an object: the general path refuses it
+        raise _General
+    ndarray = np.ndarray
+    lengths: list[int] = []
+    longest = 0
+    try:
+        for row in rows:  # NumPy rows of one dtype, or the general path
+            if type(row) is not ndarray or row.dtype is not dtype:
+                raise _General
+            length = len(row)  # a scalar: TypeError
+            if length == 1 and row.ndim != 1:  # a (1, 1) row would be copied as (1,)
+                raise _General
+            lengths.append(length)
+            if length > longest:
+                longest = length
+        count = len(lengths)
+        width = widths[_bisect_left(widths, longest)]  # too long: IndexError, the error
+        height = count if heights is None else heights[_bisect_left(heights, count)]
+        padded = np.zeros((height, width), dtype)
+        true_lengths = np.zeros(height, np.int32)
+        for index, row in enumerate(rows):
+            length = lengths[index]
+            padded[index, :length] = row  # a row of rank 2 (but all ones): ValueError
+            true_lengths[index] = length
+    except (TypeError, ValueError, IndexError):
+        raise _General from None
+    return padded, true_lengths
+
+
+def _pad_ragged(
+    rows: object, sizes: object, batch_sizes: object, fill: object
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """`pad_ragged`, every argument checked."""
+    api = _API
     widths = _sizes(api, "sizes", sizes)
     heights = None if batch_sizes is None else _sizes(api, "batch_sizes", batch_sizes)
     arrays = _rows(api, rows)
@@ -249,4 +311,10 @@ def pad_ragged(
     return padded, true_lengths
 
 
+class _General(Exception):
+    """The rows are not what the quick path pads: the general path checks them."""
+
+
+_API = "pad_ragged"
 _ZERO = 0  # the default fill; any other zero (0.0, a NumPy 0) takes the checks
+_bisect_left = bisect.bisect_left
