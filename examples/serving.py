@@ -146,7 +146,7 @@ print(f"{sequence.shape[1] - 3} tokens decoded, to length {sequence.shape[1]}")
 print(f"traces_used={decode.traces_used}, compiles_used={decode.compiles_used}")
 
 section("ragged batches: rows of different lengths, a token budget")
-logging.getLogger("tinax").setLevel(logging.WARNING)  # the 13 compiles' lines not shown
+logging.getLogger("tinax").setLevel(logging.ERROR)  # its compiles and refusal not logged
 # The page's code, as pasted there (its imports are this file's).
 rows, length = Dim("rows", (1, 2, 4, 8)), Dim("length", (16, 32, 64, 128))
 buckets = Buckets(
