@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 from tinax._src.buckets.dims import Dim
 from tinax._src.buckets.sizes import checked_sizes, fill_value, numeric
@@ -86,7 +87,7 @@ def _rows(api: str, rows: object) -> list[np.ndarray[Any, Any]]:
     on_device = [i for i, row in enumerate(given) if type(row) is not np.ndarray and _is_jax(row)]
     if on_device:
         for i in on_device:
-            if isinstance(given[i], jax.core.Tracer):  # pad_ragged pads on the host
+            if isinstance(given[i], Tracer):  # pad_ragged pads on the host
                 expected = "a concrete array (pad_ragged pads on the host, outside a trace)"
                 raise TypeError(validation.message(api, f"rows[{i}]", expected, given[i]))
         try:
