@@ -15,7 +15,7 @@ import math
 import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import numpy
@@ -247,13 +247,8 @@ def _indivisible_text(path: str, leaf: Any, sharding: jax.sharding.NamedSharding
     text = f"{path} is {dtype}[{','.join(map(str, leaf.shape))}]"
     specs: tuple[Any, ...] = tuple(sharding.spec)
     for axis, spec in enumerate(specs):
-        over: tuple[str, ...] = (
-            (spec,)
-            if isinstance(spec, str)
-            else tuple(map(str, spec))
-            if isinstance(spec, tuple)
-            else ()
-        )
+        parts = cast("tuple[Any, ...]", spec if isinstance(spec, tuple) else (spec,))
+        over = tuple(name for name in parts if isinstance(name, str))
         devices = math.prod(sizes.get(name, 1) for name in over)
         if axis < len(leaf.shape) and devices > 1 and leaf.shape[axis] % devices:
             axes = ", ".join(repr(name) for name in over)
