@@ -128,7 +128,7 @@ def test_budgets_says_compile_times_are_summed_over_threads(monkeypatch):
     step.precompile_buckets(jnp.zeros(2))
     table = str(budgets())
     assert "compile time*" in table
-    assert "* summed over threads: precompile_buckets compiles several buckets at once" in table
+    assert "* and in buckets: summed over threads, for precompile_buckets compiles several" in table
     if "threaded_double" not in alone_table:  # no object compiled in threads yet
         assert "compile time*" not in alone_table or "summed over threads" in alone_table
 

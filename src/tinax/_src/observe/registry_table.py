@@ -209,7 +209,7 @@ def table(
     summed = any(threaded(owner) for owner in objects)
     compile_time = "compile time*" if summed else "compile time"
     header += ["traces", "compiles", "cache loads", "trace time", compile_time]
-    header += [*(["buckets*" if summed else "buckets"] if with_buckets else []), "last retrace"]
+    header += [*(["buckets"] if with_buckets else []), "last retrace"]
     columns = len(header)
     # The name and the places give way (to their tails) before the cause has less than
     # room for a difference with both its values (`_CAUSE_ROOM`).
@@ -235,6 +235,6 @@ def table(
 
 
 _SUMMED = (
-    "* summed over threads: precompile_buckets compiles several buckets at once, so a "
-    "compile time can exceed the wall time it took"
+    "* and in buckets: summed over threads, for precompile_buckets compiles several buckets "
+    "at once, so a compile time can exceed the wall time it took"
 )
