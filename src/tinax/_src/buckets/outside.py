@@ -376,3 +376,21 @@ def compiled_summary(buckets: Declared, history: Sequence[TracedSignature]) -> t
         done.add(taken)
         seconds += entry.compile_seconds or 0.0
     return len(done), seconds
+
+
+def miss_lines(found: Sequence[Outside], call: TracedSignature) -> tuple[str, ...]:
+    """Each miss's line (`Miss.text`) with the full shape of each array it names
+    (``(tokens: i32[4,37])``), so that an axis declared wrong shows against the shape."""
+    shapes = {leaf.path: leaf.text for leaf in _arrays(call)}
+    lines: list[str] = []
+    for miss in found:
+        if isinstance(miss, Miss):
+            paths: Sequence[str] = miss.arrays or (miss.path,)
+        elif isinstance(miss, Untied):
+            paths = tuple(dict.fromkeys(path for path, _, _ in miss.axes))
+        else:
+            paths = ()
+        shown = [f"{path}: {shapes[path]}" for path in paths[:_LISTED] if path in shapes]
+        more = f", and {len(paths) - _LISTED} more" if len(paths) > _LISTED else ""
+        lines.append(f"{miss.text()} ({', '.join(shown)}{more})" if shown else miss.text())
+    return tuple(lines)

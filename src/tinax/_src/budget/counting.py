@@ -100,7 +100,7 @@ def counted(
         if not handle.first_traced:  # is this object one of many rebuilt alike?
             rebuilt.check_rebuilt(handle, call)
         with ledger.lock:
-            used = ledger.used
+            used = ledger.counted
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
             policy = None
@@ -187,7 +187,7 @@ def _check_buckets(
         check_in_trace(rejects, args, kwargs)
     ledger = handle.ledger
     with ledger.lock:
-        used = ledger.used
+        used = ledger.counted
         attempt = used + ledger.in_flight + 1
     policy = resolve(handle.on_exceed) if private.chex_asserts_enabled() else None
     error = trace_reports.outside_buckets(

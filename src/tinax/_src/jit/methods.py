@@ -79,8 +79,10 @@ class BudgetedMixin:
     @property
     def traces_used(self) -> int:
         """How many traces this object has made so far (never more than `max_traces`
-        while chex assertions are on)."""
-        return self._ledger.used
+        while chex assertions are on), less those given back: a combination whose
+        compile failed in ``precompile_buckets`` keeps its trace in
+        `traced_signatures` but not its place in the budget."""
+        return self._ledger.counted
 
     @property
     def compiles_used(self) -> int:

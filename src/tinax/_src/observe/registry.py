@@ -167,4 +167,14 @@ def budgets_table(objects: Sequence[Budgeted]) -> str:
     def cause(owner: Budgeted) -> str | registry_table.Cause:
         return last_retrace_cause(owner.traced_signatures, declared_by.get(id(owner)))
 
-    return registry_table.table(objects, built_at, cause, bucketed)
+    threaded_ids = {
+        id(owner)
+        for handle in found
+        if handle.ledger.threaded and (owner := handle.public()) is not None
+    }
+
+    def threaded(owner: Budgeted) -> bool:
+        """Whether ``owner``'s compiles ran in threads at once (``precompile_buckets``)."""
+        return id(owner) in threaded_ids
+
+    return registry_table.table(objects, built_at, cause, bucketed, threaded)

@@ -101,7 +101,7 @@ def outside_buckets(
     """A trace outside the shape buckets: under ``"raise"``, its error (logged at
     ``WARNING`` first) to raise; else reported as `overrun` reports a trace over budget
     that runs anyway, and ``None``."""
-    lines = tuple(miss.text() for miss in misses)
+    lines = outside.miss_lines(misses, call)
     fixes = outside.fix_lines(misses)
     if policy == "raise":
         error = report.bucket_error(function, max_traces, used, attempt, call, lines, fixes)
