@@ -336,7 +336,12 @@ class BudgetedMixin:
 
         Raises:
             ValueError: The object declares no buckets, or an example argument has
-                no array under a declared path, or too few axes.
+                no array under a declared path, or too few axes; or a bucket size
+                is no multiple of the devices its axis is sharded over (before any
+                trace); or some combinations failed to trace or compile: raised
+                after the others are compiled, naming each failed combination and
+                its cause (JAX's error is its ``__cause__``), its budget slot given
+                back.
             TraceBudgetError: The budget is spent before every combination is
                 traced (a trace outside the buckets ran under ``on_exceed``).
         """
