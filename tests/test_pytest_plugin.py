@@ -346,12 +346,12 @@ class TestBudgetsReport:
         assert body[-1].startswith("- - 1 0 0 0 0 - idle")  # no compile nor trace time: last
 
     def test_a_declared_buckets_first_trace_is_a_bucket_not_a_retrace(self, project):
-        project.makepyfile(test_buckets=BUCKETED)
+        project.makepyfile(test_bucketed=BUCKETED)
         result = run(project, "-p", PLUGIN, "--tinax-budgets")
         result.assert_outcomes(passed=1)
         _, (_, row) = rows(result)
         defined, built = line_of(BUCKETED, "def total"), line_of(BUCKETED, "step =")
-        total = f"total \\(test_buckets.py:{defined}\\) test_buckets.py:{built}"
+        total = f"total \\(test_bucketed.py:{defined}\\) test_bucketed.py:{built}"
         # 3 buckets of 3 traced, then one real retrace (a new dtype in bucket 2)
         assert re.fullmatch(f"{TIME} {TIME} 1 4 4 0 1 3 of 3 {total} x: (shape, )?dtype", row), row
 
