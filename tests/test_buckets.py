@@ -165,6 +165,28 @@ class TestOutsideTheBuckets:
             assert "  mask, axis 1: 17 is no bucket of (16, 32, 64): pad it to 32" in caplog.text
         assert "retrace" not in caplog.text  # said once, not again as a retrace
 
+    @pytest.mark.parametrize("policy", ["warn", "log"])
+    def test_a_call_outside_the_buckets_and_over_budget_is_reported_once(self, policy, caplog):
+        """Outside the buckets and over max_traces at once: one report (the buckets'), not
+        the bucket report and then the overrun's in full."""
+        step = tied(on_exceed=policy)
+        for length in SIZES:
+            step(batch_of(length))
+        with (
+            caplog.at_level(logging.WARNING, logger="tinax"),
+            warnings.catch_warnings(record=True) as caught,
+        ):
+            warnings.simplefilter("always")
+            step(batch_of(20))
+        assert step.traces_used == 4
+        said = [str(w.message) for w in caught if w.category is TraceBudgetWarning]
+        records = [record.getMessage() for record in caplog.records]
+        assert len(records) == 1, records
+        assert len(said) == (1 if policy == "warn" else 0), said
+        (text,) = said or records
+        assert "called outside its shape buckets: max_traces=3, traces_used=3" in text
+        assert text.count("How to fix:") == 1
+
     def test_under_disabled_chex_assertions_it_runs_and_is_counted(self):
         step = make_step()
         chex.disable_asserts()

@@ -12,6 +12,8 @@ from typing import NamedTuple, TypeAlias, cast
 
 from tinax._src.buckets.declared import Declared, inside
 from tinax._src.buckets.dims import Bucket
+from tinax._src.buckets.writes import PADDED, writes
+from tinax._src.diagnosis.elide import LINE_LIMIT
 from tinax._src.diagnosis.record import Leaf, TracedSignature
 
 
@@ -24,6 +26,7 @@ class Miss(NamedTuple):
     sizes: tuple[int, ...]
     others: str = ""  # arrays under one key that disagree: their sizes, as text
     arrays: tuple[str, ...] = ()  # the paths of the call's arrays under ``path``
+    writes: tuple[str | None, ...] = ()  # per array: the statement that puts it back
 
     @property
     def paddable(self) -> bool:
@@ -48,7 +51,10 @@ class Miss(NamedTuple):
     def fixes(self) -> list[str]:
         """The fix, one line per array, as code to run before the call where padding is
         one: ``pad before the call: tokens, length = tinax.jit.pad_to_bucket(tokens,
-        (16, 32, 64), axis=1) (length: its true size, to mask the padding)``."""
+        (16, 32, 64), axis=1) (length: its true size, to mask the padding)``. An array
+        held by an immutable container (a tuple, a NamedTuple, a frozen dataclass, an
+        equinox Module) is padded into ``padded`` and put back by a second statement on
+        the line (`writes.write`): ``...; batch = batch._replace(tokens=padded)``."""
         largest = self.sizes[-1]
         if self.size > largest:  # with ``others``: the largest of the arrays' sizes
             return [
@@ -63,11 +69,27 @@ class Miss(NamedTuple):
             head = f"pad to {target}, one bucket for the arrays under {self.path}"
         else:
             sizes, head = self.sizes, "pad"
-        lines = [
-            f"{head} before the call: {path}, length = tinax.jit.pad_to_bucket({path}, "
-            f"{sizes!r}, axis={self.axis}) (length: its true size, to mask the padding)"
-            for path in arrays[:_LISTED]
+        puts = self.writes or (None,) * len(arrays)
+        note = " (length: its true size, to mask the padding)"
+        pads = [
+            (f"tinax.jit.pad_to_bucket({path}, {sizes!r}, axis={self.axis})", path, put)
+            for path, put in zip(arrays[:_LISTED], puts, strict=False)
         ]
+        joined = [
+            f"{head} before the call: {path}, length = {pad}{note}"
+            if put is None
+            else f"{head} before the call: {PADDED}, length = {pad}; {put}{note}"
+            for pad, path, put in pads
+        ]
+        if all(len(line) <= _CODE_ROOM for line in joined):
+            lines = joined
+        else:  # each put-back on its own line, so that no code is elided: it must run
+            lines: list[str] = []
+            for pad, path, put in pads:
+                name = path if put is None else PADDED
+                lines.append(f"{head} before the call: {name}, length = {pad}{note}")
+                if put is not None:
+                    lines.append(f"{PUT_BACK} {put}")
         if len(arrays) > _LISTED:
             lines.append(f"and the {len(arrays) - _LISTED} more arrays under {self.path} alike")
         return lines
@@ -145,11 +167,20 @@ Outside: TypeAlias = Miss | Untied | RuledOut
 
 
 _LISTED = 3  # arrays of one key whose padding a fix writes out
+_CODE_ROOM = LINE_LIMIT - len("  shape: ")  # a fix line's room, after the longest indent
+PUT_BACK = "and put it back before the call:"
+"""The head of a fix line that puts a padded array back, where one line cannot hold both."""
 
 
 def _padding(found: Sequence[Outside]) -> tuple[str, ...]:
-    """Each miss's fix lines (`Miss.fixes`), each line once."""
-    return tuple(dict.fromkeys(line for miss in found for line in miss.fixes()))
+    """Each miss's fix lines (`Miss.fixes`), each line once; a line that puts an array
+    back each time, after the padding it follows (an array missing on two axes)."""
+    lines: list[str] = []
+    for miss in found:
+        for line in miss.fixes():
+            if line.startswith(PUT_BACK) or line not in lines:
+                lines.append(line)
+    return tuple(lines)
 
 
 def fix_lines(found: Sequence[Outside]) -> list[str]:
@@ -242,14 +273,20 @@ def misses(api: str, buckets: Declared, call: TracedSignature) -> tuple[Outside,
                 for leaf in leaves[:4]
             )
             arrays = tuple(leaf.path for leaf in leaves)
-            found.append(Miss(entry.path, entry.axis, max(sizes), entry.sizes, others, arrays))
+            puts = writes(call, arrays[:_LISTED])
+            found.append(
+                Miss(entry.path, entry.axis, max(sizes), entry.sizes, others, arrays, puts)
+            )
             continue
         if not sizes:  # an argument left out of this call: nothing to compare
             continue
         size = taken[index] = next(iter(sizes))
         if size not in entry.sizes:
             arrays = tuple(leaf.path for leaf in leaves)
-            found.append(Miss(entry.path, entry.axis, size, entry.sizes, arrays=arrays))
+            puts = writes(call, arrays[:_LISTED])
+            found.append(
+                Miss(entry.path, entry.axis, size, entry.sizes, arrays=arrays, writes=puts)
+            )
     for dimension in buckets.dimensions:
         axes = [
             (buckets.entries[index].path, buckets.entries[index].axis, taken[index])

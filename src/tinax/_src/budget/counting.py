@@ -120,9 +120,17 @@ def counted(
             try:
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)
-                trace_reports.overrun(
-                    reported, max_traces, used, attempt, history, attempted, policy, handle.buckets
-                )
+                if not missed:  # outside the buckets: reported once, by _check_buckets
+                    trace_reports.overrun(
+                        reported,
+                        max_traces,
+                        used,
+                        attempt,
+                        history,
+                        attempted,
+                        policy,
+                        handle.buckets,
+                    )
             except BaseException:  # the warning, raised as an error by a warnings filter
                 with ledger.lock:
                     ledger.in_flight -= 1
