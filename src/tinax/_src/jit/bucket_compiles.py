@@ -1,11 +1,12 @@
-"""``precompile_buckets``: every combination of an object's buckets traced and compiled
-now, in threads (XLA releases the GIL while it compiles), each one logged as it ends."""
+"""``precompile_buckets``: every combination of an object's buckets traced and lowered
+now in the calling thread, then compiled in threads (XLA releases the GIL while it
+compiles), each one logged as it ends."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
+import threading
 import time
 from typing import Any
 
@@ -41,27 +42,58 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     done = 0
 
     ledger = owner._ledger
+    # Traced and lowered here, one after the other: tracing and lowering are Python under
+    # the GIL, and threads doing them only wait on each other. Then compiled by this
+    # thread and the workers from one queue: XLA releases the GIL while it compiles.
+    lowered: list[Any] = [None] * total
+    failed: list[BaseException | None] = [None] * total
+    seconds = [0.0] * total  # each one's trace and lowering, then its compile added
+    traced = 0
+    with counting.collecting() as made:  # the traces of this thread: its own
+        for index, call in enumerate(calls):
+            started = time.perf_counter()
+            try:
+                lowered[index] = owner._lowered(*call)[3]
+            except Exception as error:
+                failed[index] = error
+            seconds[index] = time.perf_counter() - started
+        traced = sum(1 for ledger_of, _ in made if ledger_of is ledger)  # not a nested one's
+    queue = iter([index for index in range(total) if failed[index] is None])
+    lock = threading.Lock()
 
-    def compile_one(index: int) -> int:
+    def compile_some() -> None:
         nonlocal done
-        started = time.perf_counter()
-        with counting.collecting() as made:  # the traces of this thread: its own
-            owner._precompiled(*calls[index])
-        seconds = time.perf_counter() - started
-        if logger.isEnabledFor(logging.INFO):
-            sizes = outside.combination_text(buckets, combinations[index])
-            done += 1  # under the GIL: a progress count, not an order
-            logger.info(
-                "%s: bucket %d of %d compiled in %.2f s (%s)", where, done, total, seconds, sizes
-            )
-        return sum(1 for traced, _ in made if traced is ledger)  # not a nested object's
+        while True:
+            with lock:
+                index = next(queue, None)
+            if index is None:
+                return
+            started = time.perf_counter()
+            try:
+                owner._under_mesh(lowered[index].compile)
+            except Exception as error:
+                failed[index] = error
+                continue
+            finally:
+                lowered[index] = None  # the lowered module freed as soon as it is compiled
+            if logger.isEnabledFor(logging.INFO):
+                took = seconds[index] + time.perf_counter() - started
+                sizes = outside.combination_text(buckets, combinations[index])
+                with lock:
+                    done += 1
+                    count = done
+                logger.info(
+                    "%s: bucket %d of %d compiled in %.2f s (%s)", where, count, total, took, sizes
+                )
 
-    workers = max(1, min(total, os.cpu_count() or 1, _MAX_WORKERS))
-    with concurrent.futures.ThreadPoolExecutor(workers, "tinax-buckets") as pool:
-        futures = [pool.submit(compile_one, index) for index in range(total)]
-        concurrent.futures.wait(futures)
-    for future in futures:  # the first combination that failed, in order
-        error = future.exception()
+    helpers = max(0, min(total, os.cpu_count() or 1, _MAX_WORKERS) - 1)
+    workers = [threading.Thread(target=compile_some, name="tinax-buckets") for _ in range(helpers)]
+    for worker in workers:
+        worker.start()
+    compile_some()
+    for worker in workers:
+        worker.join()
+    for error in failed:  # the first combination that failed, in order
         if error is not None:
             raise error
-    return sum(future.result() for future in futures)
+    return traced
