@@ -1,5 +1,6 @@
-"""``precompile_buckets``: every combination of an object's buckets traced and compiled
-now, in threads (XLA releases the GIL while it compiles), each one logged as it ends.
+"""``precompile_buckets``: every combination of an object's buckets traced and lowered
+now in the calling thread, then compiled by it and a few threads from one queue (XLA
+releases the GIL while it compiles), each one logged as it ends.
 
 A combination that fails (a bucket size its mesh axis does not divide, sizes the
 function cannot take together) leaves the others to compile; then one `ValueError`
@@ -8,11 +9,11 @@ them keeps a place in the budget."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import inspect
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, cast
@@ -71,52 +72,80 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             failed.append(_Failed(index, cause[0], cause[1], indivisible=True))
     skipped = {failure.number for failure in failed}
 
-    def compile_one(index: int) -> int:
-        nonlocal done
+    # Traced and lowered here, one after the other: tracing and lowering are Python under
+    # the GIL, and threads doing them only wait on each other. Then compiled by this
+    # thread and the workers from one queue: XLA releases the GIL while it compiles.
+    todo = [index for index in range(total) if index not in skipped]
+    lowered: dict[int, Any] = {}
+    numbers: dict[int, list[int]] = {}  # each combination's traces of this object
+    seconds: dict[int, float] = {}  # its trace and lowering, then its compile added
+
+    def failing(index: int, error: Exception) -> None:
+        for number in numbers.pop(index, ()):  # traced, then failed: its place given back
+            ledger.give_back(number)
+        failed.append(_Failed(index, _cause(error), error))  # list.append: atomic
+
+    for index in todo:
         started = time.perf_counter()
         with counting.collecting() as made:  # the traces of this thread: its own
             try:
-                owner._precompiled(*calls[index])
+                lowered[index] = owner._lowered(*calls[index])[3]
             except Exception as error:
-                for traced, number in made:  # traced, then failed to lower or compile
-                    if traced is ledger:
-                        ledger.give_back(number)
-                failed.append(_Failed(index, _cause(error), error))  # list.append: atomic
-                return 0
-        seconds = time.perf_counter() - started
-        new = sum(1 for traced, _ in made if traced is ledger)  # not a nested object's
-        if logger.isEnabledFor(logging.INFO):
-            sizes = outside.combination_text(buckets, combinations[index])
-            done += 1  # under the GIL: a progress count, not an order
-            if new:
-                logger.info(
-                    "%s: bucket %d of %d compiled in %.2f s (%s)",
-                    where,
-                    done,
-                    total,
-                    seconds,
-                    sizes,
-                )
-            else:  # its trace, and its executable, were there already
-                logger.info(
-                    "%s: bucket %d of %d was already compiled (%s)", where, done, total, sizes
-                )
-        return new
+                numbers[index] = [number for traced, number in made if traced is ledger]
+                failing(index, error)
+                continue
+        numbers[index] = [number for traced, number in made if traced is ledger]
+        seconds[index] = time.perf_counter() - started
+    queue = iter(list(lowered))
+    lock = threading.Lock()
 
-    todo = [index for index in range(total) if index not in skipped]
-    workers = max(1, min(len(todo), os.cpu_count() or 1, _MAX_WORKERS))
-    if workers > 1:
+    def compile_some() -> None:
+        nonlocal done
+        while True:
+            with lock:
+                index = next(queue, None)
+            if index is None:
+                return
+            started = time.perf_counter()
+            try:
+                owner._under_mesh(lowered[index].compile)
+            except Exception as error:
+                failing(index, error)
+                continue
+            finally:
+                lowered[index] = None  # the lowered module freed once it is compiled
+            if logger.isEnabledFor(logging.INFO):
+                sizes = outside.combination_text(buckets, combinations[index])
+                with lock:
+                    done += 1
+                    count = done
+                if numbers[index]:
+                    took = seconds[index] + time.perf_counter() - started
+                    logger.info(
+                        "%s: bucket %d of %d compiled in %.2f s (%s)",
+                        where,
+                        count,
+                        total,
+                        took,
+                        sizes,
+                    )
+                else:  # its trace, and its executable, were there already
+                    logger.info(
+                        "%s: bucket %d of %d was already compiled (%s)", where, count, total, sizes
+                    )
+
+    helpers = max(0, min(len(lowered), os.cpu_count() or 1, _MAX_WORKERS) - 1)
+    if helpers:
         ledger.threaded = True  # compile seconds now add up threads' time (`budgets`)
-    with concurrent.futures.ThreadPoolExecutor(workers, "tinax-buckets") as pool:
-        futures = [pool.submit(compile_one, index) for index in todo]
-        concurrent.futures.wait(futures)
-    for future in futures:  # an error outside a combination's compile (none expected)
-        error = future.exception()
-        if error is not None:
-            raise error
+    workers = [threading.Thread(target=compile_some, name="tinax-buckets") for _ in range(helpers)]
+    for worker in workers:
+        worker.start()
+    compile_some()
+    for worker in workers:
+        worker.join()
     if failed:
         _raise_failed(api, owner, buckets, combinations, sorted(failed), total)
-    return sum(future.result() for future in futures)
+    return sum(len(found) for found in numbers.values())
 
 
 def _cause(error: BaseException) -> str:

@@ -352,13 +352,21 @@ class BudgetedMixin:
     ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
         """`precompile`: the arguments it traced (abstract where given a signature), its
         JAX stage (``Traced``) and the compiled function."""
-        args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
-        stage = self._traced(args, kwargs)
+        args, kwargs, jax_stage, lowered = self._lowered(args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        lowered = self._under_mesh(stage.lower)
-        jax_stage = self._plan.convention.jax_stage(stage)
         return args, kwargs, jax_stage, self._under_mesh(lowered.compile)
+
+    def _lowered(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
+        """`precompile` up to its compile: the arguments it traced, its JAX stage and the
+        lowered stage (``precompile_buckets`` lowers in the calling thread, under the GIL,
+        and compiles in threads)."""
+        args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
+        stage = self._traced(args, kwargs)
+        lowered = self._under_mesh(stage.lower)
+        return args, kwargs, self._plan.convention.jax_stage(stage), lowered
 
     def _jax_level(
         self,
