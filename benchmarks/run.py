@@ -36,7 +36,7 @@ from families.dispatch import (
 from families.meshes import _mesh_call_row, batched_mesh_row
 from families.models import equinox_row, nnx_row, nnx_step_rows, static_nonarrays_row
 from families.plugin import pytest_plugin_row
-from families.serving import serving_rows
+from families.serving import prefill_rows, ragged_pad_row, serving_rows
 from families.warm_start import built_in_main_rows, lengths_rows, startup_rows, transformer_rows
 from families.wrap import (
     first_call_row,
@@ -77,6 +77,8 @@ ROWS: dict[str, Callable[[bool], Row | list[Row]]] = {
     "warm-start-lengths": lengths_rows,
     "warm-start-transformer": transformer_rows,
     "serving": serving_rows,
+    "ragged-pad": ragged_pad_row,
+    "prefill": prefill_rows,
 }
 
 

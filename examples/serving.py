@@ -15,11 +15,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from tinax.jit import (
+    Buckets,
+    Dim,
     TraceBudgetError,
     batched_jit,
     bounded_jit,
+    bucket_for,
     bucket_sizes,
     budgets,
+    pad_ragged,
     pad_to_bucket,
 )
 from tinax.testing import no_new_compiles
@@ -140,3 +144,43 @@ for _ in range(100):
     sequence = np.concatenate([sequence, next_token[:, None]], axis=1)
 print(f"{sequence.shape[1] - 3} tokens decoded, to length {sequence.shape[1]}")
 print(f"traces_used={decode.traces_used}, compiles_used={decode.compiles_used}")
+
+section("ragged batches: rows of different lengths, a token budget")
+logging.getLogger("tinax").setLevel(logging.ERROR)  # its compiles and refusal not logged
+# The page's code, as pasted there (its imports are this file's).
+rows, length = Dim("rows", (1, 2, 4, 8)), Dim("length", (16, 32, 64, 128))
+buckets = Buckets(
+    {"tokens": {0: rows, 1: length}, "lengths": {0: rows}},
+    where=lambda rows, length: rows * length <= 256,  # at most 256 tokens a batch
+)
+
+
+def prefill(embed, tokens, lengths):
+    """Each row's mean embedding over its own real tokens (lengths: one per row)."""
+    mask = jnp.arange(tokens.shape[1]) < lengths[:, None]
+    summed = (embed[tokens] * mask[..., None]).sum(axis=1)
+    return summed / jnp.maximum(lengths, 1)[:, None]  # an added row (length 0) stays finite
+
+
+step = bounded_jit(prefill, max_traces=buckets.combinations, buckets=buckets)
+embed = jax.random.normal(jax.random.key(0), (50, 8))
+example = (jax.ShapeDtypeStruct((1, 1), jnp.int32), jax.ShapeDtypeStruct((1,), jnp.int32))
+print(f"{buckets.combinations} of 16 combinations can occur;", end=" ")
+print(f"{step.precompile_buckets(embed, *example)} compiled")
+
+reference = jax.jit(prefill)  # unpadded: one compile per shape
+rng = np.random.default_rng(0)
+for batch in ([5, 23, 9], [70], [3, 1, 16, 2, 8, 11, 4]):
+    requests = [rng.integers(0, 50, n, dtype=np.int32) for n in batch]
+    tokens, lengths = pad_ragged(requests, length, batch_sizes=rows)
+    answers = step(embed, tokens, lengths)[: len(requests)]  # the added rows dropped
+    expected = [reference(embed, r[None], np.array([len(r)], np.int32))[0] for r in requests]
+    same = bool(jnp.allclose(answers, jnp.stack(expected), atol=1e-5))
+    print(f"{batch} -> tokens {tokens.shape}, lengths {lengths.tolist()}: same answers {same}")
+print(f"traces_used={step.traces_used}; 70 tokens go in the bucket {bucket_for(70, length)}")
+
+tokens, lengths = pad_ragged([np.ones(100, np.int32)] * 3, length, batch_sizes=rows)
+try:  # 4 rows x 128: 512 tokens, a combination where rules out
+    step(embed, tokens, lengths)
+except TraceBudgetError as error:
+    print(str(error).splitlines()[3])

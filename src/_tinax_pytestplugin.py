@@ -80,8 +80,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=(
             "at the end of the session, print every budgeted function (BoundedJit, "
             "BatchedJit) the session built, by function and construction site: objects, "
-            "traces, compiles, retraces and their most common cause, trace and compile "
-            "time; most compile time first. =N: the top N only."
+            "traces, compiles, retraces and their most common cause, the combinations of "
+            "declared buckets compiled (no retraces), trace and compile time; most compile "
+            "time first. =N: the top N only."
         ),
     )
 
@@ -176,6 +177,8 @@ class Record(TypedDict):
     trace_seconds: float | None  # None: no trace timed
     compile_seconds: float | None  # None: no compile attributed
     causes: list[str]  # of each retrace, in order: its first difference, ``path: kind``
+    buckets: int  # combinations of its declared buckets traced (a bucket is no retrace)
+    combinations: int  # the combinations its buckets declare; 0: none declared
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,6 +192,8 @@ class Row:
     compiles: int
     cache_loads: int
     retraces: int
+    buckets: int
+    combinations: int  # 0: no object of the row declares buckets
     cause: str
     trace_seconds: float | None
     compile_seconds: float | None
@@ -222,6 +227,8 @@ def rows(records: Iterable[Record]) -> list[Row]:
                 compiles=sum(record["compiles"] for record in group),
                 cache_loads=sum(record["cache_loads"] for record in group),
                 retraces=retraces,
+                buckets=sum(record["buckets"] for record in group),
+                combinations=sum(record["combinations"] for record in group),
                 cause=cause,
                 trace_seconds=_total(record["trace_seconds"] for record in group),
                 compile_seconds=_total(record["compile_seconds"] for record in group),
@@ -246,11 +253,12 @@ HEADER = (
     "compiles",
     "cache loads",
     "retraces",
+    "buckets",
     "function (defined at)",
     "built at",
     "most common retrace cause",
 )
-_RIGHT = 7  # the first seven columns are figures: aligned right
+_RIGHT = 8  # the first eight columns are figures: aligned right
 _MAX_NAME = 60
 _MAX_CAUSE = 60
 
@@ -268,6 +276,7 @@ def table(shown: Sequence[Row]) -> list[str]:
                 str(row.compiles),
                 str(row.cache_loads),
                 str(row.retraces),
+                f"{row.buckets} of {row.combinations}" if row.combinations else "-",
                 tail(row.function, _MAX_NAME),
                 row.built_at,
                 words(row.cause, _MAX_CAUSE),

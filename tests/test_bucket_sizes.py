@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from helpers.strategies import HOSTILE_VALUES, RaisingRepr, wide_values
 from tinax._src.buckets.sizes import check_sizes
@@ -324,6 +326,61 @@ class TestPadToBucket:
         assert padded.dtype == jnp.float32
         assert padded.tolist() == [1.0, 2.0, 3.0, -1.0]
         assert length == 3
+
+    def test_jax_array_of_a_new_length_compiles_nothing(self):
+        # 20 lengths into one bucket: jnp.pad compiled twice per length (40 compiles)
+        arrays = [jax.device_put(np.arange(n, dtype=np.int32)) for n in range(40, 60)]
+        jax.block_until_ready(arrays)
+        seen = []
+
+        def heard(event, duration, **kwargs):
+            if event == "/jax/core/compile/backend_compile_duration":
+                seen.append(kwargs.get("fun_name"))
+
+        jax.monitoring.register_event_duration_secs_listener(heard)
+        try:
+            padded = [pad_to_bucket(array, (16, 64), fill=-1)[0] for array in arrays]
+            jax.block_until_ready(padded)
+        finally:
+            jax.monitoring.unregister_event_duration_listener(heard)
+        assert seen == []
+        assert [p.tolist()[n - 1 : n + 1] for p, n in zip(padded, range(40, 60), strict=True)] == [
+            [n - 1, -1] for n in range(40, 60)
+        ]
+
+    @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.uint8, jnp.bool_, jnp.complex64])
+    def test_jax_array_keeps_its_dtype_and_the_fill(self, dtype):
+        fill = True if dtype == jnp.bool_ else 7
+        padded, _ = pad_to_bucket(jnp.zeros((2, 3), dtype), (5,), axis=1, fill=fill)
+        assert padded.dtype == dtype
+        assert np.asarray(padded[:, 3:]).tolist() == [[fill, fill]] * 2
+        assert not np.asarray(padded[:, :3]).any()
+
+    def test_jax_array_keeps_its_device_and_stays_uncommitted_where_it_was(self):
+        device = jax.devices()[3]
+        committed = jax.device_put(jnp.ones(3), device)
+        padded, _ = pad_to_bucket(committed, (4,))
+        assert padded.devices() == {device}
+        assert padded.committed
+        loose, _ = pad_to_bucket(jnp.ones(3), (4,))
+        assert not loose.committed  # usable beside arrays on any device, as jnp.pad's was
+        assert loose.devices() == jnp.ones(3).devices()
+
+    @pytest.mark.parametrize("spec", [P("x"), P(None, "x")], ids=["padded-axis", "other-axis"])
+    def test_jax_array_keeps_its_sharding(self, mesh8, spec):
+        sharding = NamedSharding(mesh8, spec)
+        array = jax.device_put(np.ones((8, 8), np.float32), sharding)
+        padded, length = pad_to_bucket(array, (16,), fill=2.0)  # 16 rows, 8 devices
+        assert padded.sharding == sharding
+        assert length == 8
+        assert np.asarray(padded).tolist() == [[1.0] * 8] * 8 + [[2.0] * 8] * 8
+
+    def test_traced_array_is_padded_inside_the_traced_function(self):
+        @jax.jit
+        def padded(x):
+            return pad_to_bucket(x, (4, 8), fill=9)[0]
+
+        assert padded(jnp.arange(3)).tolist() == [0, 1, 2, 9]
 
     def test_nested_list_becomes_a_numpy_array(self):
         padded, length = pad_to_bucket([[1, 2], [3, 4], [5, 6]], (4,))

@@ -93,8 +93,8 @@ class TestOutsideTheBuckets:
             "buckets= declares the sizes this function traces; this call was refused before "
             "tracing, and calls whose sizes are buckets still run.\n"
             "Outside the buckets (2 sizes):\n"
-            "  tokens, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64\n"
-            "  mask, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64\n"
+            "  tokens, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64 (tokens: f32[2,37])\n"
+            "  mask, axis 1: 37 is no bucket of (16, 32, 64): pad it to 64 (mask: f32[2,37])\n"
             "How to fix:\n"
             "  pad before the call: tokens, length = tinax.jit.pad_to_bucket(tokens, (16, 32, 64), "
             "axis=1) (length: its true size, to mask the padding)\n"
@@ -164,6 +164,28 @@ class TestOutsideTheBuckets:
             assert "on_exceed='log': this trace runs and is counted." in caplog.text
             assert "  mask, axis 1: 17 is no bucket of (16, 32, 64): pad it to 32" in caplog.text
         assert "retrace" not in caplog.text  # said once, not again as a retrace
+
+    @pytest.mark.parametrize("policy", ["warn", "log"])
+    def test_a_call_outside_the_buckets_and_over_budget_is_reported_once(self, policy, caplog):
+        """Outside the buckets and over max_traces at once: one report (the buckets'), not
+        the bucket report and then the overrun's in full."""
+        step = tied(on_exceed=policy)
+        for length in SIZES:
+            step(batch_of(length))
+        with (
+            caplog.at_level(logging.WARNING, logger="tinax"),
+            warnings.catch_warnings(record=True) as caught,
+        ):
+            warnings.simplefilter("always")
+            step(batch_of(20))
+        assert step.traces_used == 4
+        said = [str(w.message) for w in caught if w.category is TraceBudgetWarning]
+        records = [record.getMessage() for record in caplog.records]
+        assert len(records) == 1, records
+        assert len(said) == (1 if policy == "warn" else 0), said
+        (text,) = said or records
+        assert "called outside its shape buckets: max_traces=3, traces_used=3" in text
+        assert text.count("How to fix:") == 1
 
     def test_under_disabled_chex_assertions_it_runs_and_is_counted(self):
         step = make_step()

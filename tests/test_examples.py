@@ -2,7 +2,7 @@
 
 import re
 
-from helpers.pages import assert_page_shows, untimed
+from helpers.pages import ROOT, assert_page_shows, untimed
 from helpers.processes import run_example
 
 
@@ -41,7 +41,7 @@ def test_serving_page_shows_the_real_output():
     """As for the retraces page, but for the order of the start-up compiles; the facts the
     page states are asserted too."""
     out = run_example("serving.py")
-    assert_page_shows(out, "serving.md", 8, normalize=bucket_order_masked)
+    assert_page_shows(out, "serving.md", 9, normalize=bucket_order_masked)
     logged = re.findall(r"bucket \d+ of 4 compiled in .* \(batch axis 1: (\d+)\)", out)
     assert sorted(map(int, logged)) == [16, 32, 64, 128]
     assert "\n4\nfunction " in out  # precompile_buckets' count, then the table
@@ -52,6 +52,19 @@ def test_serving_page_shows_the_real_output():
     loss, unpadded = re.findall(r"mean loss (\S+), unpadded (\S+)", out)[0]
     assert loss == unpadded
     assert "100 tokens decoded, to length 103\ntraces_used=4, compiles_used=4" in out
+
+
+def test_serving_page_ragged_batches_code_runs_as_pasted(capsys):
+    """The ragged-batches section's code block, run alone as a reader pastes it, prints
+    its text block (the example runs the same code after the page's other sections)."""
+    page = (ROOT / "docs" / "serving.md").read_text()
+    start = page.index("\n## Ragged batches")
+    code = re.search(r"```python\n(.*?)```", page[start:], flags=re.DOTALL).group(1)
+    shown = re.search(r"```text\n(.*?)```", page[start:], flags=re.DOTALL).group(1)
+    body = code.partition("pad_ragged\n\n")[2]  # the example has the imports at its top
+    assert body and body in (ROOT / "examples" / "serving.py").read_text()
+    exec(compile(code, "pasted.py", "exec"), {"__name__": "pasted"})
+    assert capsys.readouterr().out == shown
 
 
 def test_porting_page_shows_the_real_output():

@@ -31,6 +31,38 @@ def test_jit_module_exports_the_bucket_helpers_with_the_contract_signatures():
     ]
 
 
+def test_jit_module_exports_the_batch_helpers_with_the_contract_signatures():
+    for name in ("Dim", "Buckets", "bucket_for", "pad_ragged"):
+        assert name in tinax.jit.__all__
+        assert getattr(tinax.jit, name).__module__ == "tinax.jit"
+
+    def described(function):
+        return [
+            (p.name, p.kind.name, p.default)
+            for p in inspect.signature(function).parameters.values()
+        ]
+
+    empty = inspect.Parameter.empty
+    assert described(tinax.jit.Dim) == [
+        ("name", "POSITIONAL_OR_KEYWORD", empty),
+        ("sizes", "POSITIONAL_OR_KEYWORD", empty),
+    ]
+    assert described(tinax.jit.Buckets) == [
+        ("axes", "POSITIONAL_OR_KEYWORD", empty),
+        ("where", "KEYWORD_ONLY", None),
+    ]
+    assert described(tinax.jit.bucket_for) == [
+        ("n", "POSITIONAL_OR_KEYWORD", empty),
+        ("sizes", "POSITIONAL_OR_KEYWORD", empty),
+    ]
+    assert described(tinax.jit.pad_ragged) == [
+        ("rows", "POSITIONAL_OR_KEYWORD", empty),
+        ("sizes", "POSITIONAL_OR_KEYWORD", empty),
+        ("batch_sizes", "KEYWORD_ONLY", None),
+        ("fill", "KEYWORD_ONLY", 0),
+    ]
+
+
 def test_factories_take_function_positionally_and_options_by_keyword():
     for factory in (tinax.jit.bounded_jit, tinax.jit.batched_jit):
         parameters = list(inspect.signature(factory).parameters.values())

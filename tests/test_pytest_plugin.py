@@ -277,6 +277,26 @@ def test_heavy():
 """
 
 
+# One object with buckets: each bucket traced once, then a new dtype in one of them.
+BUCKETED = """
+import jax.numpy as jnp
+
+from tinax.jit import bounded_jit
+
+
+def total(x):
+    return x.sum()
+
+
+def test_buckets():
+    step = bounded_jit(total, max_traces=4, buckets={"x": {0: (2, 4, 8)}})
+    for size in (2, 4, 8, 4):
+        step(jnp.ones(size))
+    step(jnp.ones(2, jnp.int32))
+    assert step.traces_used == 4
+"""
+
+
 def line_of(source, text):
     """The line number of the first line of ``source`` that contains ``text``."""
     lines = source.strip("\n").splitlines()  # as pytester writes it
@@ -310,20 +330,30 @@ class TestBudgetsReport:
         assert "tinax budgets: 4 budgeted functions, by compile time" in title
         header, *body = table
         assert header == (
-            "compile time trace time objects traces compiles cache loads retraces "
+            "compile time trace time objects traces compiles cache loads retraces buckets "
             "function (defined at) built at most common retrace cause"
         )
         at = {text: f"test_budgets.py:{line_of(BUDGETS, text)}" for text in LINES}
         expected = {
-            f"{TIME} {TIME} 1 3 3 0 2 double \\({at['def double']}\\) {at['shared =']} x: shape",
-            f"{TIME} {TIME} 4 4 4 0 0 inc \\({at['def inc']}\\) {at['bounded_jit(inc']} -",
-            f"- - 1 0 0 0 0 idle \\({at['def idle']}\\) {at['never_called =']} -",
-            f"- {TIME} 1 1 0 0 0 lowered \\({at['def lowered']}\\) {at['bounded_jit(lowered']} -",
+            f"{TIME} {TIME} 1 3 3 0 2 - double \\({at['def double']}\\) {at['shared =']} x: shape",
+            f"{TIME} {TIME} 4 4 4 0 0 - inc \\({at['def inc']}\\) {at['bounded_jit(inc']} -",
+            f"- - 1 0 0 0 0 - idle \\({at['def idle']}\\) {at['never_called =']} -",
+            f"- {TIME} 1 1 0 0 0 - lowered \\({at['def lowered']}\\) {at['bounded_jit(lowered']} -",
         }
         assert len(body) == 4
         for pattern in expected:
             assert sum(bool(re.fullmatch(pattern, row)) for row in body) == 1, (pattern, body)
-        assert body[-1].startswith("- - 1 0 0 0 0 idle")  # no compile nor trace time: last
+        assert body[-1].startswith("- - 1 0 0 0 0 - idle")  # no compile nor trace time: last
+
+    def test_a_declared_buckets_first_trace_is_a_bucket_not_a_retrace(self, project):
+        project.makepyfile(test_bucketed=BUCKETED)
+        result = run(project, "-p", PLUGIN, "--tinax-budgets")
+        result.assert_outcomes(passed=1)
+        _, (_, row) = rows(result)
+        defined, built = line_of(BUCKETED, "def total"), line_of(BUCKETED, "step =")
+        total = f"total \\(test_bucketed.py:{defined}\\) test_bucketed.py:{built}"
+        # 3 buckets of 3 traced, then one real retrace (a new dtype in bucket 2)
+        assert re.fullmatch(f"{TIME} {TIME} 1 4 4 0 1 3 of 3 {total} x: (shape, )?dtype", row), row
 
     def test_top_n_shows_the_most_compile_time(self, project):
         project.makepyfile(test_top=TOP)
@@ -334,7 +364,7 @@ class TestBudgetsReport:
         _, row, more = table
         defined, built = line_of(TOP, "def heavy"), line_of(TOP, "bounded_jit(heavy")
         heavy = f"heavy \\(test_top.py:{defined}\\) test_top.py:{built} -"
-        assert re.fullmatch(f"{TIME} {TIME} 1 1 1 0 0 {heavy}", row), row
+        assert re.fullmatch(f"{TIME} {TIME} 1 1 1 0 0 - {heavy}", row), row
         assert more == "(1 more: --tinax-budgets shows every one)"
 
     @pytest.mark.parametrize("plugin", [("-p", PLUGIN), ("-p", "no:tinax")], ids=["on", "off"])
@@ -414,7 +444,7 @@ def figures(result):
     by_function = {}
     for row in body:
         compile_time, trace_time, rest = re.fullmatch(f"{TIME} {TIME} (.*)", row).group(1, 4, 7)
-        function = rest.split(" ")[5]
+        function = rest.split(" ")[6]
         assert function not in by_function, body
         by_function[function] = (compile_time != "-", trace_time != "-", rest)
     return title, header, by_function

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 from harness import Row
 
-from tinax.jit import bounded_jit, bucket_sizes, pad_to_bucket
+from tinax.jit import Buckets, Dim, bounded_jit, bucket_sizes, pad_ragged, pad_to_bucket
 
 FLOOR, CEILING, GAP = 16, 2048, 256
 # The hand-written list a serving stack keeps beside its model: the same sizes as tinax's
@@ -296,3 +296,294 @@ def _startup_row(quick: bool) -> Row:
     name, contenders = list(row_names(0, 0, len(sizes)).items())[2]  # the start-up row
     made = {ONE_BY_ONE: one_by_one, TINAX: precompiled, WARM_UP: warm_up_calls}
     return Row(name, ONE_BY_ONE, {n: made[n] for n in contenders}, rounds=5, repeat=1)
+
+
+# --- a ragged batch padded on the host -------------------------------------------------------
+
+HAND_BATCH = (1, 2, 4, 8)  # the hand-written batch buckets beside HAND_SIZES
+TOKEN_BUDGET = 4096  # a batch's rows x its length bucket at most this
+
+
+def _ragged_batches(count: int) -> list[list[np.ndarray]]:
+    """``count`` batches of requests (the serving loop's lognormal lengths), each filled
+    greedily up to 8 rows while rows x the length bucket stays within the token budget."""
+    requests = [tokens[0] for tokens in _requests(count * 8)]
+    batches: list[list[np.ndarray]] = []
+    current: list[np.ndarray] = []
+    for row in requests:
+        longest = max([len(row), *(len(r) for r in current)])
+        bucket = HAND_SIZES[bisect.bisect_left(HAND_SIZES, longest)]
+        if current and (len(current) == 8 or (len(current) + 1) * bucket > TOKEN_BUDGET):
+            batches.append(current)
+            current = []
+        current.append(row)
+        if len(batches) == count:
+            break
+    return batches or [current]
+
+
+def _hand_pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The pad a serving engineer writes: the buckets of the longest row and of the row
+    count, np.zeros, then each row slice-assigned, and the true lengths beside it."""
+    longest = max(len(row) for row in rows)
+    width = HAND_SIZES[bisect.bisect_left(HAND_SIZES, longest)]
+    height = HAND_BATCH[bisect.bisect_left(HAND_BATCH, len(rows))]
+    padded = np.zeros((height, width), np.int32)
+    lengths = np.zeros(height, np.int32)
+    for index, row in enumerate(rows):
+        padded[index, : len(row)] = row
+        lengths[index] = len(row)
+    return padded, lengths
+
+
+def ragged_pad_row(quick: bool) -> Row:
+    """A ragged batch padded on the host: tinax's ``pad_ragged`` against the hand-written
+    pad (np.zeros, then each row slice-assigned), over the same batches."""
+    batches = _ragged_batches(20 if quick else 400)
+    length, rows = Dim("length", bucket_sizes(FLOOR, CEILING, gap=GAP)), Dim("rows", HAND_BATCH)
+    for batch in batches[:50]:  # the same arrays and lengths
+        ours, theirs = pad_ragged(batch, length, batch_sizes=rows), _hand_pad_ragged(batch)
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        np.testing.assert_array_equal(ours[1], theirs[1])
+
+    def hand() -> Callable[[], object]:
+        def action() -> object:
+            for batch in batches:
+                _hand_pad_ragged(batch)
+            return None
+
+        return action
+
+    def tinax() -> Callable[[], object]:
+        def action() -> object:
+            for batch in batches:
+                pad_ragged(batch, length, batch_sizes=rows)
+            return None
+
+        return action
+
+    sizes = [len(batch) for batch in batches]
+    longest = [max(len(row) for row in batch) for batch in batches]
+
+    def notes(row: Row) -> list[str]:
+        return [
+            f"  {len(batches)} batches of 1-8 rows (mean {statistics.fmean(sizes):.1f}), longest"
+            f" row median {statistics.median(longest):.0f} tokens; token budget {TOKEN_BUDGET}",
+        ]
+
+    return Row(
+        f"ragged batch padded on the host: {len(batches)} batches of 1-8 rows (per batch)",
+        "hand-written pad",
+        {"hand-written pad": hand, TINAX: tinax},
+        target=1.1,
+        calls=len(batches),
+        notes=notes,
+    )
+
+
+# --- a 2-D prefill: ragged batches under a token budget --------------------------------------
+
+PREFILL_BATCH, PREFILL_BUDGET = (1, 2, 4, 8), 2048  # rows x length bucket at most the budget
+PREFILL_SIZES = bucket_sizes(16, 512)  # (16, 32, 64, 128, 256, 512)
+UNPADDED = "jax.jit, unpadded batches"
+
+
+def _prefill_step() -> Callable[[Params, jax.Array, jax.Array], jax.Array]:
+    """A new decoder-like prefill step each time: embedding, one causal self-attention
+    masked by each row's own length, a tanh layer, each row's mean over its real tokens."""
+
+    def prefill(params: Params, tokens: jax.Array, lengths: jax.Array) -> jax.Array:
+        x = params["embed"][tokens]  # [B, L, WIDTH]
+        positions = jnp.arange(tokens.shape[1])
+        real = positions[None, :] < lengths[:, None]  # [B, L]
+        scores = jnp.einsum("bqd,bkd->bqk", x, x) / WIDTH**0.5
+        allowed = (positions[:, None] >= positions[None, :])[None] & real[:, None, :]
+        attended = jax.nn.softmax(jnp.where(allowed, scores, -1e9), axis=-1) @ x
+        hidden = jnp.tanh(attended @ params["w"] + params["b"])  # [B, L, HIDDEN]
+        summed = jnp.sum(hidden * real[..., None], axis=1)
+        return summed / jnp.maximum(lengths, 1)[:, None]  # an added row stays finite
+
+    return prefill
+
+
+def _prefill_batches(count: int) -> list[list[np.ndarray]]:
+    """``count`` batches of lognormal requests (clipped to 1..512), filled greedily while
+    the rows (their batch bucket) x the length bucket of the longest stay within budget."""
+    rng = np.random.default_rng(SEED + 2)
+    lengths = np.clip(np.rint(rng.lognormal(3.5, 1.0, count * 8)), 1, PREFILL_SIZES[-1])
+    batches: list[list[np.ndarray]] = []
+    current: list[np.ndarray] = []
+    for n in lengths.astype(int):
+        row = rng.integers(0, VOCAB, int(n), dtype=np.int32)
+        longest = max([len(row), *(len(r) for r in current)])
+        width = PREFILL_SIZES[bisect.bisect_left(PREFILL_SIZES, longest)]
+        height = PREFILL_BATCH[bisect.bisect_left(PREFILL_BATCH, min(len(current) + 1, 8))]
+        if current and (len(current) == 8 or height * width > PREFILL_BUDGET):
+            batches.append(current)
+            current = []
+            if len(batches) == count:
+                break
+        current.append(row)
+    return batches or [current]
+
+
+def _hand_prefill_pad(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """A serving engineer's pad: both buckets by bisect, np.zeros, each row assigned."""
+    longest = max(len(row) for row in rows)
+    width = PREFILL_SIZES[bisect.bisect_left(PREFILL_SIZES, longest)]
+    height = PREFILL_BATCH[bisect.bisect_left(PREFILL_BATCH, len(rows))]
+    padded = np.zeros((height, width), np.int32)
+    lengths = np.zeros(height, np.int32)
+    for index, row in enumerate(rows):
+        padded[index, : len(row)] = row
+        lengths[index] = len(row)
+    return padded, lengths
+
+
+def _unpadded(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """No buckets: the rows padded to the longest of them, as many rows as requests."""
+    longest = max(len(row) for row in rows)
+    padded = np.zeros((len(rows), longest), np.int32)
+    for index, row in enumerate(rows):
+        padded[index, : len(row)] = row
+    return padded, np.array([len(row) for row in rows], np.int32)
+
+
+def _prefill_buckets() -> tuple[Buckets, Dim, Dim]:
+    batch, length = Dim("batch", PREFILL_BATCH), Dim("length", PREFILL_SIZES)
+    buckets = Buckets(
+        {"tokens": {0: batch, 1: length}, "lengths": {0: batch}},
+        where=lambda batch, length: batch * length <= PREFILL_BUDGET,
+    )
+    return buckets, batch, length
+
+
+_PREFILL_EXAMPLE = (
+    jax.ShapeDtypeStruct((1, 16), jnp.int32),
+    jax.ShapeDtypeStruct((1,), jnp.int32),
+)
+
+
+def _hand_combinations() -> list[tuple[int, int]]:
+    return [(b, n) for b in PREFILL_BATCH for n in PREFILL_SIZES if b * n <= PREFILL_BUDGET]
+
+
+def prefill_rows(quick: bool) -> list[Row]:
+    """The 2-D prefill: per batch after start-up (tinax against a dict of hand-compiled
+    executables and against plain jax.jit unpadded), the host pad alone, and the start-up
+    (precompile_buckets against lower+compile one by one)."""
+    buckets, batch, length = _prefill_buckets()
+    batches = _prefill_batches(40 if quick else 2000)
+    params = _params()
+    _Compiles.listen()
+    combinations = _hand_combinations()
+    hand = {
+        (b, n): jax.jit(_prefill_step())
+        .lower(
+            params, jax.ShapeDtypeStruct((b, n), jnp.int32), jax.ShapeDtypeStruct((b,), jnp.int32)
+        )
+        .compile()
+        for b, n in combinations
+    }
+    step = bounded_jit(_prefill_step(), max_traces=buckets.combinations, buckets=buckets)
+    step.precompile_buckets(params, *_PREFILL_EXAMPLE)
+    unpadded = jax.jit(_prefill_step())
+
+    def by_hand(tokens: np.ndarray, lengths: np.ndarray) -> jax.Array:
+        return hand[tokens.shape](params, tokens, lengths)
+
+    def tinax_pad(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        return pad_ragged(rows, length, batch_sizes=batch)
+
+    serve: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+        HAND: (_hand_prefill_pad, by_hand),
+        TINAX: (tinax_pad, lambda tokens, lengths: step(params, tokens, lengths)),
+        UNPADDED: (_unpadded, lambda tokens, lengths: unpadded(params, tokens, lengths)),
+    }
+    times: dict[str, list[float]] = {name: [] for name in serve}
+    compiles = dict.fromkeys(serve, 0)
+    orders = np.random.default_rng(SEED + 3).permuted(
+        np.tile(np.arange(len(serve)), (len(batches), 1)), axis=1
+    )
+    names = list(serve)
+    gc.collect()
+    gc.disable()
+    try:
+        for index, rows in enumerate(batches):
+            for name in [names[i] for i in orders[index]]:
+                pad, call = serve[name]
+                before = _Compiles.count
+                start = time.perf_counter()
+                tokens, lengths = pad(rows)
+                call(tokens, lengths).block_until_ready()
+                times[name].append((time.perf_counter() - start) / len(rows))  # per request
+                compiles[name] += _Compiles.count - before
+    finally:
+        gc.enable()
+    for rows in batches[:5]:  # the same answers, the added rows dropped
+        answers = [np.asarray(call(*pad(rows)))[: len(rows)] for pad, call in serve.values()]
+        for answer in answers[1:]:
+            np.testing.assert_allclose(answer, answers[0], rtol=1e-4, atol=1e-5)
+
+    block = max(1, len(batches) // 20)
+    blocks = range(0, len(batches), block)
+    medians = {n: [statistics.median(t[i : i + block]) for i in blocks] for n, t in times.items()}
+    sizes = [len(rows) for rows in batches]
+
+    def notes(row: Row) -> list[str]:
+        return [
+            f"  {len(batches)} batches of 1-8 requests (mean {statistics.fmean(sizes):.1f}),"
+            f" lengths 1-{PREFILL_SIZES[-1]}; {len(combinations)} (B, L) buckets under"
+            f" {PREFILL_BUDGET} tokens",
+            "  JAX compiles after start-up: "
+            + "; ".join(f"{n} {compiles[n]}" for n in serve)
+            + " (target: tinax 0)",
+        ]
+
+    loop = Row(
+        f"prefill, 2-D buckets: per request after start-up ({len(batches)} ragged batches,"
+        f" median per block of {block})",
+        HAND,
+        {n: lambda: lambda: None for n in serve},
+        target=1.02,
+    )
+    loop.times, loop.rounds, loop.measured, loop.notes = medians, len(medians[TINAX]), True, notes
+
+    def hand_pads() -> Callable[[], object]:
+        return lambda: [_hand_prefill_pad(rows) for rows in batches]
+
+    def tinax_pads() -> Callable[[], object]:
+        return lambda: [pad_ragged(rows, length, batch_sizes=batch) for rows in batches]
+
+    pads = Row(
+        f"prefill, 2-D buckets: host pad of {len(batches)} ragged batches (per batch)",
+        "hand-written pad",
+        {"hand-written pad": hand_pads, TINAX: tinax_pads},
+        target=1.1,
+        calls=len(batches),
+    )
+
+    def one_by_one() -> Callable[[], object]:
+        jitted = jax.jit(_prefill_step())
+
+        def action() -> object:
+            for b, n in combinations:
+                spec = jax.ShapeDtypeStruct((b, n), jnp.int32)
+                jitted.lower(params, spec, jax.ShapeDtypeStruct((b,), jnp.int32)).compile()
+            return None
+
+        return action
+
+    def precompiled() -> Callable[[], object]:
+        fresh = bounded_jit(_prefill_step(), max_traces=buckets.combinations, buckets=buckets)
+        return lambda: fresh.precompile_buckets(params, *_PREFILL_EXAMPLE)
+
+    startup = Row(
+        f"prefill start-up: compile all {len(combinations)} (B, L) buckets",
+        ONE_BY_ONE,
+        {ONE_BY_ONE: one_by_one, TINAX: precompiled},
+        target=0.8,
+        rounds=5,
+        repeat=1,
+    )
+    return [loop, pads, startup]

@@ -1,5 +1,9 @@
 """Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
 
+from tinax._src.buckets.dims import Buckets as Buckets
+from tinax._src.buckets.dims import Dim as Dim
+from tinax._src.buckets.ragged import bucket_for as bucket_for
+from tinax._src.buckets.ragged import pad_ragged as pad_ragged
 from tinax._src.buckets.sizes import bucket_sizes as bucket_sizes
 from tinax._src.buckets.sizes import pad_to_bucket as pad_to_bucket
 from tinax._src.diagnosis.errors import TraceBudgetError as TraceBudgetError
@@ -20,8 +24,10 @@ from tinax._src.observe.registry import budgets as budgets
 __all__ = [
     "BatchedJit",
     "BoundedJit",
+    "Buckets",
     "Budgets",
     "Difference",
+    "Dim",
     "Explanation",
     "Leaf",
     "TraceBudgetError",
@@ -30,9 +36,11 @@ __all__ = [
     "TracedSignature",
     "batched_jit",
     "bounded_jit",
+    "bucket_for",
     "bucket_sizes",
     "budgets",
     "exceed_policy",
+    "pad_ragged",
     "pad_to_bucket",
 ]
 
@@ -42,5 +50,5 @@ for _public in (Explanation, TracedSignature, batched_jit, bounded_jit):
     _public.__module__ = __name__
 for _public in (Budgets, TraceBudgetWarning, budgets, exceed_policy):
     _public.__module__ = __name__
-for _public in (bucket_sizes, pad_to_bucket):
+for _public in (Buckets, Dim, bucket_for, bucket_sizes, pad_ragged, pad_to_bucket):
     _public.__module__ = __name__

@@ -6,12 +6,13 @@ from __future__ import annotations
 import bisect
 import operator
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.core import Tracer
 
 from tinax._src.core import validation
 
@@ -47,6 +48,19 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
             )
         sizes.append(size)
     return tuple(sizes)
+
+
+def checked_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
+    """``value`` checked as `check_sizes` does, where it is no tuple checked before (a
+    serving loop passes one tuple on every request: checked once, remembered by id)."""
+    seen = _by_id.get(id(value))
+    if seen is not None and seen[0] is value:
+        return seen[1]
+    sizes = check_sizes(api, parameter, value)
+    if type(value) is tuple and len(_by_id) < _CHECKED_LIMIT:
+        # the tuple is kept alive in the entry: its id is not reused while it is there
+        _by_id[id(cast("object", value))] = (value, sizes)
+    return sizes
 
 
 def _index(value: object) -> int | None:
@@ -142,10 +156,11 @@ def pad_to_bucket(
     A function whose inputs take any length traces and compiles once per
     length; padded to a few sizes, it compiles once per size. Serving code pads
     on the host, before the transfer: a NumPy array is padded with NumPy (no
-    device operation) and a JAX array with `jax.numpy.pad` (so this works inside
-    a traced function too). The true size comes back with the padded array, to
-    mask the padding or to cut the result back: inside the function,
-    ``jnp.arange(padded.shape[axis]) < length`` is `True` on the real entries.
+    device operation); a JAX array is copied to the host, padded there and put
+    back with its sharding (no compile for any length), and a traced one, inside
+    a traced function, is padded with `jax.numpy.pad`. The true size comes back
+    with the padded array, to mask the padding or to cut the result back: inside
+    the function, ``jnp.arange(padded.shape[axis]) < length`` is `True` on the real entries.
 
     Args:
         x: The array: a NumPy array, a JAX array, or anything `numpy.asarray`
@@ -160,7 +175,8 @@ def pad_to_bucket(
 
     Returns:
         padded: ``x`` padded to the bucket, of ``x``'s dtype: a NumPy array
-            for a NumPy array or a nested list, a JAX array for a JAX array;
+            for a NumPy array or a nested list, a JAX array for a JAX array (with
+            ``x``'s sharding, committed where ``x`` is);
             equal to ``x`` on the first ``length`` entries of ``axis`` and to
             ``fill`` after them. ``x`` itself (no copy) when ``length`` is a
             bucket size.
@@ -249,7 +265,7 @@ def _pad(
         raise ValueError(validation.message(api, "axis", expected, axis))
     dimension = given % rank
     length = int(shape[dimension])
-    value = _fill(api, fill, array.dtype)
+    value = fill_value(api, fill, array.dtype)
     index = bisect.bisect_left(buckets, length)
     if index == len(buckets):
         raise ValueError(
@@ -259,10 +275,17 @@ def _pad(
     if buckets[index] == length:
         return array, length
     if isinstance(array, jax.Array):
-        widths = [(0, 0)] * rank
-        widths[dimension] = (0, buckets[index] - length)
-        padded = jnp.pad(array, widths, constant_values=value)  # pyright: ignore[reportUnknownMemberType]
-        return padded, length
+        if isinstance(cast("object", array), Tracer):  # in a traced function: in its program
+            widths = [(0, 0)] * rank
+            widths[dimension] = (0, buckets[index] - length)
+            padded = jnp.pad(array, widths, constant_values=value)  # pyright: ignore[reportUnknownMemberType]
+            return padded, length
+        # Padded on the host and put back where it was: a device pad (jnp.pad, or a jit
+        # of it) compiles for every new input length (20 lengths, 20 compiles of ~50 ms);
+        # this compiles nothing, at ~65 us a pad where a cached jnp.pad takes ~45 us.
+        out = _on_host(np.asarray(array), dimension, buckets[index], value)
+        put = cast("Callable[..., jax.Array]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
+        return (put(out, array.sharding) if array.committed else put(out)), length
     return _on_host(array, dimension, buckets[index], value), length
 
 
@@ -301,12 +324,12 @@ def _array(api: str, x: object) -> jax.Array | np.ndarray[Any, Any]:
         array = cast("jax.Array | np.ndarray[Any, Any]", x) if given else np.asarray(x)
     except Exception:  # a ragged list, a sequence that raises
         array = None
-    if array is None or not _numeric(array.dtype):
+    if array is None or not numeric(array.dtype):
         raise TypeError(validation.message(api, "x", expected, x))
     return array
 
 
-def _numeric(dtype: Any) -> bool:
+def numeric(dtype: Any) -> bool:
     """Whether ``dtype`` is a bool, an int, a float or a complex (ml_dtypes' too), not a
     str, an object or a PRNG key."""
     if isinstance(cast("object", dtype), np.dtype) and dtype.kind in _NUMERIC_KINDS:
@@ -320,9 +343,10 @@ def _numeric(dtype: Any) -> bool:
 _NUMERIC_KINDS = frozenset("biufc")
 
 
-def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
-    """``fill`` as a 0-d array of ``dtype``: a number that the dtype holds, exactly for a
-    bool or an int, finite where ``fill`` is for a float; otherwise the error naming it."""
+def fill_value(api: str, fill: object, dtype: Any, of: str = "x's") -> np.ndarray[Any, Any]:
+    """``fill`` as a 0-d array of ``dtype`` (the dtype of ``of``, in messages): a number
+    that the dtype holds, exactly for a bool or an int, finite where ``fill`` is for a
+    float; otherwise the error naming it."""
     if type(fill) is int and isinstance(cast("object", dtype), np.dtype) and dtype.kind in "iu":
         info = np.iinfo(dtype)  # a pad token into tokens: its range, no cast to check
         if info.min <= fill <= info.max:
@@ -331,8 +355,8 @@ def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
         value = np.asarray(fill)
     except Exception:
         value = None
-    if value is None or value.ndim != 0 or not _numeric(value.dtype):
-        raise TypeError(validation.message(api, "fill", f"a number (x's dtype is {dtype})", fill))
+    if value is None or value.ndim != 0 or not numeric(value.dtype):
+        raise TypeError(validation.message(api, "fill", f"a number ({of} dtype is {dtype})", fill))
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # overflow, and a complex's imaginary part dropped
         try:
@@ -349,6 +373,6 @@ def _fill(api: str, fill: object, dtype: Any) -> np.ndarray[Any, Any]:
         else:  # a bool or an int: exactly
             held = bool(back == value)
     if held_value is None or not held:
-        expected = f"a value that x's dtype {dtype} holds"
+        expected = f"a value that {of} dtype {dtype} holds"
         raise ValueError(validation.message(api, "fill", expected, fill))
     return held_value

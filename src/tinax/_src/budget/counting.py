@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
 from tinax._src import private
-from tinax._src.buckets import declared
+from tinax._src.buckets import declared, outside
 from tinax._src.budget import compile_guard, compiles
 from tinax._src.budget.rejections import check_in_trace, raise_if_misplaced
 from tinax._src.core.statics import Statics
@@ -93,14 +93,14 @@ def counted(
             raise compile_guard.refused_trace(
                 reported, max_traces, ledger, call.numbered(0, call_site=site)
             )
-        outside = False  # a size on a declared axis that is no bucket, warned about
+        missed = False  # a size on a declared axis that is no bucket, warned about
         if handle.buckets is not None:
             attempted = call.numbered(0, call_site=site)
-            outside = _check_buckets(handle, attempted, rejects, args, kwargs)
+            missed = _check_buckets(handle, attempted, rejects, args, kwargs)
         if not handle.first_traced:  # is this object one of many rebuilt alike?
             rebuilt.check_rebuilt(handle, call)
         with ledger.lock:
-            used = ledger.used
+            used = ledger.counted
             attempt = used + ledger.in_flight + 1
             over = attempt > max_traces
             policy = None
@@ -120,9 +120,17 @@ def counted(
             try:
                 if rejects is not None:
                     check_in_trace(rejects, args, kwargs)
-                trace_reports.overrun(
-                    reported, max_traces, used, attempt, history, attempted, policy, handle.buckets
-                )
+                if not missed:  # outside the buckets: reported once, by _check_buckets
+                    trace_reports.overrun(
+                        reported,
+                        max_traces,
+                        used,
+                        attempt,
+                        history,
+                        attempted,
+                        policy,
+                        handle.buckets,
+                    )
             except BaseException:  # the warning, raised as an error by a warnings filter
                 with ledger.lock:
                     ledger.in_flight -= 1
@@ -152,7 +160,7 @@ def counted(
             compiles.note_trace(handle, entry.number)
         else:  # compiled, if at all, with the trace it is staged into
             compiles.note_staged(handle, entry.number)
-        trace_reports.committed(handle, jax_name, entry, history, nested, over or outside)
+        trace_reports.committed(handle, jax_name, entry, history, nested, over or missed)
         return out
 
     _present_as(traced, reported, signature, jax_names(reported) if names is None else names)
@@ -174,9 +182,9 @@ def _check_buckets(
     returns whether it was reported (and runs).
     A call JAX would reject raises its own error first; a declaration the call shows
     wrong (an axis beyond an array's rank) raises `ValueError`, whatever the policy."""
-    buckets = cast("declared.Buckets", handle.buckets)
+    buckets = cast("declared.Declared", handle.buckets)
     try:
-        misses = declared.misses(handle.api, buckets, call)
+        misses = outside.misses(handle.api, buckets, call)
     except ValueError:
         if rejects is not None:
             check_in_trace(rejects, args, kwargs)
@@ -187,7 +195,7 @@ def _check_buckets(
         check_in_trace(rejects, args, kwargs)
     ledger = handle.ledger
     with ledger.lock:
-        used = ledger.used
+        used = ledger.counted
         attempt = used + ledger.in_flight + 1
     policy = resolve(handle.on_exceed) if private.chex_asserts_enabled() else None
     error = trace_reports.outside_buckets(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 import attrs
 from jax.sharding import Mesh
 
-from tinax._src.buckets.declared import ShapeBuckets
+from tinax._src.buckets.dims import Buckets, ShapeBuckets
 from tinax._src.core import validation
 from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
@@ -57,7 +57,8 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
         propagate_updates: What becomes of a `flax.nnx` Variable the function
             assigns: ``None`` or ``True`` (an error if it would be lost; a
             per-example value cannot be written back) or ``False`` (dropped).
-        buckets: The sizes each declared axis may take (read-only), or ``None``.
+        buckets: The sizes each declared axis may take (read-only; the `Buckets`
+            given, where one was), or ``None``.
         traces_used: How many traces this object has made.
         compiles_used: How many XLA compiles this object has caused, including
             compiles without a new trace.
@@ -91,7 +92,7 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
     static_nonarrays: bool = attrs.field(default=False, kw_only=True)
 
     propagate_updates: bool | None = attrs.field(default=None, kw_only=True)
-    buckets: ShapeBuckets | None = attrs.field(default=None, kw_only=True)
+    buckets: ShapeBuckets | Buckets | None = attrs.field(default=None, kw_only=True)
 
     def __attrs_post_init__(self) -> None:
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
@@ -153,7 +154,7 @@ def batched_jit(
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
-    buckets: ShapeBuckets | None = None,
+    buckets: ShapeBuckets | Buckets | None = None,
 ) -> BatchedJit[R]: ...
 
 
@@ -182,7 +183,7 @@ def batched_jit(
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
-    buckets: ShapeBuckets | None = None,
+    buckets: ShapeBuckets | Buckets | None = None,
 ) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
 
 
@@ -211,7 +212,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     compiler_options: dict[str, Any] | None = None,
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
-    buckets: ShapeBuckets | None = None,
+    buckets: ShapeBuckets | Buckets | None = None,
 ) -> BatchedJit[R]:
     """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
 
@@ -292,14 +293,19 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             of an argument's name, or a path into it as tinax prints paths
             (``"batch['tokens']"``), to a mapping of axis (of the argument as the
             caller passes it) to its sizes, increasing (`bucket_sizes` makes the
-            usual lists). A key names every array under it, and those arrays share
-            one size per axis. A trace whose size on a declared axis is no bucket
-            is refused before it traces, as a trace over budget is (`on_exceed`),
-            naming the path, the axis, the size and the bucket to pad it to
-            (`pad_to_bucket`); tinax never pads a call itself. A call inside the
+            usual lists) or to a `Dim`. A key names every array under it, and
+            those arrays share one size per axis. Every axis given one `Dim` (by
+            name) is one dimension: those axes take one size, and it counts once.
+            A `Buckets` adds ``where``, the combinations that can occur. A trace
+            whose size on a declared axis is no bucket, whose axes of one `Dim`
+            differ, or whose combination ``where`` rules out is refused before it
+            traces, as a trace over budget is (`on_exceed`), naming the path, the
+            axis, the size and the bucket to pad it to (`pad_to_bucket`,
+            `pad_ragged`); tinax never pads a call itself. A call inside the
             buckets costs nothing more; ``precompile_buckets`` compiles them all
             ahead. `max_traces` counts every trace and must be at least the number
-            of combinations of buckets. Defaults to `None`: no buckets.
+            of combinations of buckets (those ``where`` allows). Defaults to
+            `None`: no buckets.
 
     Returns:
         The batched, trace-budgeted, JIT-compiled callable. Without `function`, a
@@ -315,8 +321,8 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             error, passed through); `on_exceed` is neither a str nor `None`; an axis
             name is not hashable; `sum_match` is not a bool; any `jax.jit` option
             is malformed, or `static_nonarrays` is not a bool, as for `bounded_jit`;
-            `propagate_updates` is not `True`, `False` or `None`; `buckets` is not a mapping of str
-            to a mapping of int to a sequence of int.
+            `propagate_updates` is not `True`, `False` or `None`; `buckets` is not a `Buckets` or a
+            mapping of str to a mapping of int to a sequence of int or a `Dim`.
         ValueError: If `axis_size` is not positive, `max_traces` is negative, or
             `mesh` is empty. Also: `mesh` has a Manual axis; `on_exceed` is a
             str other than ``"raise"``, ``"warn"`` and ``"log"``; `spmd_axis_name`
@@ -325,9 +331,10 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             `True` with `static_nonarrays`; `function` is a method bound to a
             `flax.nnx` object, as for `bounded_jit`; `buckets` names
             no parameter of `function`, or a static one, or one array twice, has a
-            negative axis or sizes that are not positive and increasing, or has
-            more combinations than `max_traces`. On a call, an axis `buckets` declares
-            beyond an array's rank, or a path under which the argument has no array.
+            negative axis or sizes that are not positive and increasing, two
+            different Dims of one name, or more combinations than `max_traces`. On
+            a call, an axis `buckets` declares beyond an array's rank, or a path
+            under which the argument has no array.
 
     Examples:
         >>> import jax.numpy as jnp

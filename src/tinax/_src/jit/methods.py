@@ -15,7 +15,7 @@ import jax
 from jax.sharding import Mesh
 
 from tinax._src import private
-from tinax._src.buckets import declared
+from tinax._src.buckets import outside
 from tinax._src.budget import compiles, rejections
 from tinax._src.core import validation
 from tinax._src.diagnosis import record, report, reuse
@@ -51,11 +51,11 @@ def shape_fix(
     owner: BudgetedMixin, closest: record.TracedSignature | None, call: record.TracedSignature
 ) -> tuple[str, ...]:
     """The fix for ``call``'s shape differences from ``closest`` that is true of
-    ``owner``'s buckets (`declared.shape_fix`); none for an object without buckets."""
+    ``owner``'s buckets (`outside.shape_fix`); none for an object without buckets."""
     buckets = owner._plan.buckets  # pyright: ignore[reportPrivateUsage]
     if buckets is None:
         return ()
-    return declared.shape_fix(type(owner).__name__, buckets, closest, call)
+    return outside.shape_fix(type(owner).__name__, buckets, closest, call)
 
 
 class BudgetedMixin:
@@ -79,8 +79,10 @@ class BudgetedMixin:
     @property
     def traces_used(self) -> int:
         """How many traces this object has made so far (never more than `max_traces`
-        while chex assertions are on)."""
-        return self._ledger.used
+        while chex assertions are on), less those given back: a combination whose
+        compile failed in ``precompile_buckets`` keeps its trace in
+        `traced_signatures` but not its place in the budget."""
+        return self._ledger.counted
 
     @property
     def compiles_used(self) -> int:
@@ -167,10 +169,10 @@ class BudgetedMixin:
         buckets = self._plan.buckets
         if explanation.retraces and buckets is not None:  # named as its trace would be
             api = type(self).__name__
-            misses = declared.misses(api, buckets, call)
-            outside = tuple(miss.text() for miss in misses)
+            misses = outside.misses(api, buckets, call)
+            lines = tuple(miss.text() for miss in misses)
             fix = shape_fix(self, explanation.closest, call)
-            return attrs.evolve(explanation, outside_buckets=outside, shape_fix=fix)
+            return attrs.evolve(explanation, outside_buckets=lines, shape_fix=fix)
         if explanation.reuses is None:
             return explanation
         placed = compiles.call_placements(named)
@@ -334,7 +336,12 @@ class BudgetedMixin:
 
         Raises:
             ValueError: The object declares no buckets, or an example argument has
-                no array under a declared path, or too few axes.
+                no array under a declared path, or too few axes; or a bucket size
+                is no multiple of the devices its axis is sharded over (before any
+                trace); or some combinations failed to trace or compile: raised
+                after the others are compiled, naming each failed combination and
+                its cause (JAX's error is its ``__cause__``), its budget slot given
+                back.
             TraceBudgetError: The budget is spent before every combination is
                 traced (a trace outside the buckets ran under ``on_exceed``).
         """
@@ -345,13 +352,21 @@ class BudgetedMixin:
     ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
         """`precompile`: the arguments it traced (abstract where given a signature), its
         JAX stage (``Traced``) and the compiled function."""
-        args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
-        stage = self._traced(args, kwargs)
+        args, kwargs, jax_stage, lowered = self._lowered(args, kwargs)
         # compile() under the mesh too: compiled outside it, the executable is not the one
         # a call under the mesh looks up, and that call compiles again.
-        lowered = self._under_mesh(stage.lower)
-        jax_stage = self._plan.convention.jax_stage(stage)
         return args, kwargs, jax_stage, self._under_mesh(lowered.compile)
+
+    def _lowered(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any], Any, Any]:
+        """`precompile` up to its compile: the arguments it traced, its JAX stage and the
+        lowered stage (``precompile_buckets`` lowers in the calling thread, under the GIL,
+        and compiles in threads)."""
+        args, kwargs = record.precompile_arguments(type(self).__name__, self.mesh, args, kwargs)
+        stage = self._traced(args, kwargs)
+        lowered = self._under_mesh(stage.lower)
+        return args, kwargs, self._plan.convention.jax_stage(stage), lowered
 
     def _jax_level(
         self,

@@ -68,7 +68,7 @@ class Plan(NamedTuple):
     watch: bool | None
     donating: bool
     vmap: Vmap | None
-    buckets: declared.Buckets | None
+    buckets: declared.Declared | None
     shown: dict[str, Any]
 
 

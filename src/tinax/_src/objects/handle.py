@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from jax.sharding import Mesh
 
-    from tinax._src.buckets.declared import Buckets
+    from tinax._src.buckets.declared import Declared
     from tinax._src.core.statics import Statics
     from tinax._src.core.validation import LazySignature
     from tinax._src.diagnosis.record import TracedSignature
@@ -95,7 +95,7 @@ class Handle:
         ledger: Ledger,
         public: Callable[[], Budgeted | None],
         user_arguments: UserArguments,
-        buckets: Buckets | None = None,
+        buckets: Declared | None = None,
     ) -> None:
         self.api = api  # the class's name: BoundedJit, BatchedJit
         self.function = function  # the user's function (a BatchedJit's per-example one)

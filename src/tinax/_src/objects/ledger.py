@@ -20,9 +20,11 @@ class Ledger:
     __slots__ = (
         "__weakref__",
         "cleared",
+        "given_back",
         "history",
         "in_flight",
         "lock",
+        "threaded",
         "used",
     )
 
@@ -32,12 +34,26 @@ class Ledger:
         self.in_flight = 0
         self.history: list[TracedSignature] = []
         self.cleared = 0  # traces #1..#cleared are no longer in JAX's cache (clear_cache)
+        self.given_back = 0  # traces whose compile failed, out of the budget (`give_back`)
+        self.threaded = False  # compiles ran at once in threads (precompile_buckets)
+
+    @property
+    def counted(self) -> int:
+        """The traces that count against the budget: every trace but those given back."""
+        return self.used - self.given_back
+
+    def give_back(self, number: int) -> None:
+        """Trace ``number``, whose compile failed (``precompile_buckets``), no longer
+        counts against the budget; it stays in the history, as the trace it was."""
+        with self.lock:
+            if any(entry.number == number for entry in self.history):
+                self.given_back += 1
 
     def snapshot(self) -> tuple[tuple[TracedSignature, ...], int, int, int]:
         """``(history, traces counted in the budget, the count the next trace would make,
         traces cleared from JAX's cache)``, read at once."""
         with self.lock:
-            counted = self.used
+            counted = self.used - self.given_back
             attempt = counted + self.in_flight + 1
             return tuple(self.history), counted, attempt, self.cleared
 

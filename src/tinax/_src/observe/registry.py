@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tinax._src.buckets import declared
+from tinax._src.buckets import declared, outside
 from tinax._src.diagnosis import compare
 from tinax._src.observe import rebuilt, registry_table, sites, watchers
 from tinax._src.parallel import trace_agreement
@@ -108,7 +108,7 @@ class Budgets(tuple[Any, ...]):
 
 
 def last_retrace_cause(
-    history: Sequence[TracedSignature], buckets: declared.Buckets | None = None
+    history: Sequence[TracedSignature], buckets: declared.Declared | None = None
 ) -> str | registry_table.Cause:
     """The first difference of the latest retrace from its closest earlier trace; with
     ``buckets``, the first trace of a combination of them is no retrace (it was declared)."""
@@ -116,7 +116,7 @@ def last_retrace_cause(
         retraces = [
             index
             for index, entry in enumerate(history)
-            if index and not declared.declared_trace(buckets, entry, history[:index])
+            if index and not outside.declared_trace(buckets, entry, history[:index])
         ]
         history = history[: retraces[-1] + 1] if retraces else history[:1]
     if len(history) < 2:
@@ -161,10 +161,20 @@ def budgets_table(objects: Sequence[Budgeted]) -> str:
         buckets = declared_by.get(id(owner))
         if buckets is None:
             return None
-        done, seconds = declared.compiled_summary(buckets, owner.traced_signatures)
+        done, seconds = outside.compiled_summary(buckets, owner.traced_signatures)
         return done, buckets.combinations, seconds
 
     def cause(owner: Budgeted) -> str | registry_table.Cause:
         return last_retrace_cause(owner.traced_signatures, declared_by.get(id(owner)))
 
-    return registry_table.table(objects, built_at, cause, bucketed)
+    threaded_ids = {
+        id(owner)
+        for handle in found
+        if handle.ledger.threaded and (owner := handle.public()) is not None
+    }
+
+    def threaded(owner: Budgeted) -> bool:
+        """Whether ``owner``'s compiles ran in threads at once (``precompile_buckets``)."""
+        return id(owner) in threaded_ids
+
+    return registry_table.table(objects, built_at, cause, bucketed, threaded)

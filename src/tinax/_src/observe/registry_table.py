@@ -187,9 +187,12 @@ def table(
     built_at: Callable[[Budgeted], str],
     cause: Callable[[Budgeted], str | Cause],
     bucketed: Callable[[Budgeted], Bucketed | None] = lambda owner: None,
+    threaded: Callable[[Budgeted], bool] = lambda owner: False,
 ) -> str:
     """The printed table of ``objects`` (in the order given); a ``buckets`` column
-    (``compiled/declared (compile time)``) where an object declares buckets."""
+    (``compiled/declared (compile time)``) where an object declares buckets; where one
+    compiled in threads (``threaded``: ``precompile_buckets``), its compile times are
+    marked ``*`` and a note says they add up the threads' time."""
     if not objects:
         return "no live budgeted objects"
     rows: dict[tuple[str, str, str], _Row] = {}
@@ -203,7 +206,9 @@ def table(
     with_built = len(set(defined)) < len(defined)
     header = ["function", "location", *(["built at"] if with_built else [])]
     with_buckets = any(row.buckets is not None for row in rows.values())
-    header += ["traces", "compiles", "cache loads", "trace time", "compile time"]
+    summed = any(threaded(owner) for owner in objects)
+    compile_time = "compile time*" if summed else "compile time"
+    header += ["traces", "compiles", "cache loads", "trace time", compile_time]
     header += [*(["buckets"] if with_buckets else []), "last retrace"]
     columns = len(header)
     # The name and the places give way (to their tails) before the cause has less than
@@ -222,7 +227,14 @@ def table(
         found = row.cause
         line[-1] = found.text(room) if isinstance(found, Cause) else elide.words(found, room)
     widths.append(max(len(line[-1]) for line in cells))
-    return "\n".join(
+    shown = "\n".join(
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in cells
     )
+    return shown + ("\n" + _SUMMED if summed else "")
+
+
+_SUMMED = (
+    "* and in buckets: summed over threads, for precompile_buckets compiles several buckets "
+    "at once, so a compile time can exceed the wall time it took"
+)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from tinax._src.buckets import outside
+from tinax._src.buckets.declared import Declared
 from tinax._src.diagnosis import compare, report
 from tinax._src.diagnosis.record import TracedSignature
 from tinax._src.objects.ledger import Ledger
@@ -46,11 +48,12 @@ class _Kept:
     """What is kept of one object: its ledger, and its compile book (`budget.compiles`,
     made at its first trace; read duck-typed, as this layer stands below it)."""
 
-    __slots__ = ("book", "ledger")
+    __slots__ = ("book", "buckets", "ledger")
 
-    def __init__(self, ledger: Ledger, book: object) -> None:
+    def __init__(self, ledger: Ledger, book: object, buckets: Declared | None) -> None:
         self.ledger = ledger
         self.book = book
+        self.buckets = buckets  # its declared buckets: their first traces are no retraces
 
 
 class Collector:
@@ -81,7 +84,9 @@ class Collector:
         with self._lock:
             if id(ledger) in self._seen:
                 return
-            kept = self._seen[id(ledger)] = _Kept(ledger, handle.book)  # never the handle
+            kept = self._seen[id(ledger)] = _Kept(
+                ledger, handle.book, handle.buckets
+            )  # never the handle
             group = self._groups.get((shown, built_at))
             if group is None:
                 group = self._groups[(shown, built_at)] = _Group(shown, built_at)
@@ -125,8 +130,16 @@ def retrace_cause(earlier: Sequence[TracedSignature], entry: TracedSignature) ->
 
 
 def _record(group: _Group, kept: _Kept) -> Record:
-    """One object's figures, in plain values that an xdist worker can send."""
+    """One object's figures, in plain values that an xdist worker can send. The first
+    trace of a combination of its declared buckets is no retrace: it is counted among
+    the buckets compiled, of the combinations declared."""
     history = _history(kept.ledger)
+    buckets = kept.buckets
+    retraces = [
+        index
+        for index in range(1, len(history))
+        if buckets is None or not outside.declared_trace(buckets, history[index], history[:index])
+    ]
     timed = [entry.trace_seconds for entry in history if entry.trace_seconds is not None]
     compiled = [entry.compile_seconds for entry in history if entry.compile_seconds is not None]
     return {
@@ -137,9 +150,9 @@ def _record(group: _Group, kept: _Kept) -> Record:
         "cache_loads": _loads(kept.book),
         "trace_seconds": sum(timed) if timed else None,
         "compile_seconds": sum(compiled) if compiled else None,
-        "causes": [
-            retrace_cause(history[:index], history[index]) for index in range(1, len(history))
-        ],
+        "causes": [retrace_cause(history[:index], history[index]) for index in retraces],
+        "buckets": 0 if buckets is None else outside.compiled_summary(buckets, history)[0],
+        "combinations": 0 if buckets is None else buckets.combinations,
     }
 
 

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from tinax._src.buckets import declared
+from tinax._src.buckets import declared, outside
 from tinax._src.diagnosis import compare, elide, record, report
 from tinax._src.diagnosis.errors import TraceBudgetError, TraceBudgetWarning
 from tinax._src.observe import compile_events, watchers
@@ -28,7 +28,7 @@ def refused(
     attempt: int,
     history: Sequence[TracedSignature],
     call: TracedSignature,
-    buckets: declared.Buckets | None = None,
+    buckets: declared.Declared | None = None,
 ) -> TraceBudgetError:
     """The error for a trace refused by the budget, logged at ``WARNING`` first; its shape
     fix is true of the object's ``buckets`` where it declares some."""
@@ -39,12 +39,12 @@ def refused(
 
 
 def _shape_fix(
-    buckets: declared.Buckets | None, history: Sequence[TracedSignature], call: TracedSignature
+    buckets: declared.Declared | None, history: Sequence[TracedSignature], call: TracedSignature
 ) -> tuple[str, ...]:
-    """`declared.shape_fix` against the trace closest to ``call``; none without buckets."""
+    """`outside.shape_fix` against the trace closest to ``call``; none without buckets."""
     if buckets is None:
         return ()
-    return declared.shape_fix("", buckets, compare.closest(history, call)[0], call)
+    return outside.shape_fix("", buckets, compare.closest(history, call)[0], call)
 
 
 def _refusal(error: TraceBudgetError) -> TraceBudgetError:
@@ -70,7 +70,7 @@ def overrun(
     history: Sequence[TracedSignature],
     call: TracedSignature,
     policy: Policy | None,
-    buckets: declared.Buckets | None = None,
+    buckets: declared.Declared | None = None,
 ) -> None:
     """Reports a trace over budget that runs anyway: a warning (policy ``"warn"``) and a
     ``WARNING`` record. ``policy`` is ``None`` when chex assertions are disabled."""
@@ -95,14 +95,14 @@ def outside_buckets(
     used: int,
     attempt: int,
     call: TracedSignature,
-    misses: Sequence[declared.Miss],
+    misses: Sequence[outside.Outside],
     policy: Policy | None,
 ) -> TraceBudgetError | None:
     """A trace outside the shape buckets: under ``"raise"``, its error (logged at
     ``WARNING`` first) to raise; else reported as `overrun` reports a trace over budget
     that runs anyway, and ``None``."""
-    lines = tuple(miss.text() for miss in misses)
-    fixes = declared.fix_lines(misses)
+    lines = outside.miss_lines(misses, call)
+    fixes = outside.fix_lines(misses)
     if policy == "raise":
         error = report.bucket_error(function, max_traces, used, attempt, call, lines, fixes)
         return _refusal(error)
@@ -187,10 +187,10 @@ def committed(
     called = f"called from {entry.call_site}" if entry.call_site else "call site unknown"
     counted = entry.number
     buckets = handle.buckets
-    if buckets is not None and declared.declared_trace(buckets, entry, earlier):  # expected
+    if buckets is not None and outside.declared_trace(buckets, entry, earlier):  # expected
         if logger.isEnabledFor(logging.DEBUG):
-            taken = cast("tuple[int, ...]", declared.combination(buckets, entry))
-            sizes = declared.combination_text(buckets, taken)
+            taken = cast("tuple[int, ...]", outside.combination(buckets, entry))
+            sizes = outside.combination_text(buckets, taken)
             logger.debug(
                 "%s: trace %d of max_traces=%d, bucket %s, %s, traced in %s",
                 heading,
@@ -209,6 +209,6 @@ def committed(
         logger.debug("%s: %s", head, record.signature_text(entry))
         return
     best, found = compare.closest(earlier, entry)
-    fix = () if buckets is None else declared.shape_fix("", buckets, best, entry)
+    fix = () if buckets is None else outside.shape_fix("", buckets, best, entry)
     lines = report.explanation_lines(best, found, entry, earlier, shape_fix=fix)
     logger.info("%s\n%s", head, "\n".join(lines))
