@@ -235,6 +235,6 @@ def table(
 
 
 _SUMMED = (
-    "* and in buckets: summed over threads, for precompile_buckets compiles several buckets "
-    "at once, so a compile time can exceed the wall time it took"
+    "* compile time, here and in buckets: the compiles' own times added up; "
+    "precompile_buckets runs several at once, so it can exceed the wall time they took"
 )
