@@ -319,9 +319,10 @@ class BudgetedMixin:
 
         The arguments are an example call that gives every other dimension, dtype
         and sharding (arrays or `jax.ShapeDtypeStruct`s); each array under a declared
-        path takes each combination of sizes on its declared axes. The compiles run
-        in threads (XLA releases the GIL while it compiles), each logged at ``INFO``
-        on the ``tinax`` logger as it ends; JAX's persistent compilation cache and
+        path takes each combination of sizes on its declared axes. Each is traced
+        and lowered in the calling thread, then compiled by it and up to one fewer
+        threads than the CPUs (XLA releases the GIL while it compiles), each logged
+        at ``INFO`` on the ``tinax`` logger as it ends; JAX's persistent compilation cache and
         warm start serve them as any trace. Each new signature counts as a trace.
 
         Args:
