@@ -13,6 +13,7 @@ import inspect
 import logging
 import math
 import os
+import queue
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -73,8 +74,9 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     skipped = {failure.number for failure in failed}
 
     # Traced and lowered here, one after the other: tracing and lowering are Python under
-    # the GIL, and threads doing them only wait on each other. Then compiled by this
-    # thread and the workers from one queue: XLA releases the GIL while it compiles.
+    # the GIL, and threads doing them only wait on each other. Each is compiled, as soon
+    # as it is lowered, by the workers and then this thread too, from one queue: XLA
+    # releases the GIL while it compiles.
     todo = [index for index in range(total) if index not in skipped]
     lowered: dict[int, Any] = {}
     numbers: dict[int, list[int]] = {}  # each combination's traces of this object
@@ -85,27 +87,12 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
             ledger.give_back(number)
         failed.append(_Failed(index, _cause(error), error))  # list.append: atomic
 
-    for index in todo:
-        started = time.perf_counter()
-        with counting.collecting() as made:  # the traces of this thread: its own
-            try:
-                lowered[index] = owner._lowered(*calls[index])[3]
-            except Exception as error:
-                numbers[index] = [number for traced, number in made if traced is ledger]
-                failing(index, error)
-                continue
-        numbers[index] = [number for traced, number in made if traced is ledger]
-        seconds[index] = time.perf_counter() - started
-    queue = iter(list(lowered))
+    ready: queue.SimpleQueue[int | None] = queue.SimpleQueue()  # lowered, to compile
     lock = threading.Lock()
 
     def compile_some() -> None:
         nonlocal done
-        while True:
-            with lock:
-                index = next(queue, None)
-            if index is None:
-                return
+        while (index := ready.get()) is not None:
             started = time.perf_counter()
             try:
                 owner._under_mesh(lowered[index].compile)
@@ -134,12 +121,29 @@ def precompile_buckets(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
                         "%s: bucket %d of %d was already compiled (%s)", where, count, total, sizes
                     )
 
-    helpers = max(0, min(len(lowered), os.cpu_count() or 1, _MAX_WORKERS) - 1)
+    # The threads compile each combination as soon as this one has lowered it.
+    helpers = max(0, min(len(todo), os.cpu_count() or 1, _MAX_WORKERS) - 1)
     if helpers:
         ledger.threaded = True  # compile seconds now add up threads' time (`budgets`)
     workers = [threading.Thread(target=compile_some, name="tinax-buckets") for _ in range(helpers)]
     for worker in workers:
         worker.start()
+    try:
+        for index in todo:
+            started = time.perf_counter()
+            with counting.collecting() as made:  # the traces of this thread: its own
+                try:
+                    lowered[index] = owner._lowered(*calls[index])[3]
+                except Exception as error:
+                    numbers[index] = [number for traced, number in made if traced is ledger]
+                    failing(index, error)
+                    continue
+            numbers[index] = [number for traced, number in made if traced is ledger]
+            seconds[index] = time.perf_counter() - started
+            ready.put(index)
+    finally:
+        for _ in range(helpers + 1):  # one end for each thread, and one for this one
+            ready.put(None)
     compile_some()
     for worker in workers:
         worker.join()
