@@ -322,18 +322,28 @@ def _ragged_batches(count: int) -> list[list[np.ndarray]]:
     return batches or [current]
 
 
-def _hand_pad_ragged(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The pad a serving engineer writes: the buckets of the longest row and of the row
-    count, np.zeros, then each row slice-assigned, and the true lengths beside it."""
-    longest = max(len(row) for row in rows)
-    width = HAND_SIZES[bisect.bisect_left(HAND_SIZES, longest)]
-    height = HAND_BATCH[bisect.bisect_left(HAND_BATCH, len(rows))]
-    padded = np.zeros((height, width), np.int32)
-    lengths = np.zeros(height, np.int32)
-    for index, row in enumerate(rows):
-        padded[index, : len(row)] = row
-        lengths[index] = len(row)
-    return padded, lengths
+def _hand_pad(
+    widths: tuple[int, ...], heights: tuple[int, ...]
+) -> Callable[[list[np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+    """The pad a serving engineer writes, for these length and batch buckets: the
+    buckets of the longest row and of the row count by bisect, np.zeros, then each row
+    slice-assigned, and the true lengths beside it."""
+
+    def pad(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        longest = max(len(row) for row in rows)
+        width = widths[bisect.bisect_left(widths, longest)]
+        height = heights[bisect.bisect_left(heights, len(rows))]
+        padded = np.zeros((height, width), np.int32)
+        lengths = np.zeros(height, np.int32)
+        for index, row in enumerate(rows):
+            padded[index, : len(row)] = row
+            lengths[index] = len(row)
+        return padded, lengths
+
+    return pad
+
+
+_hand_pad_ragged = _hand_pad(HAND_SIZES, HAND_BATCH)
 
 
 def ragged_pad_row(quick: bool) -> Row:
@@ -427,17 +437,7 @@ def _prefill_batches(count: int) -> list[list[np.ndarray]]:
     return batches or [current]
 
 
-def _hand_prefill_pad(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """A serving engineer's pad: both buckets by bisect, np.zeros, each row assigned."""
-    longest = max(len(row) for row in rows)
-    width = PREFILL_SIZES[bisect.bisect_left(PREFILL_SIZES, longest)]
-    height = PREFILL_BATCH[bisect.bisect_left(PREFILL_BATCH, len(rows))]
-    padded = np.zeros((height, width), np.int32)
-    lengths = np.zeros(height, np.int32)
-    for index, row in enumerate(rows):
-        padded[index, : len(row)] = row
-        lengths[index] = len(row)
-    return padded, lengths
+_hand_prefill_pad = _hand_pad(PREFILL_SIZES, PREFILL_BATCH)
 
 
 def _unpadded(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
