@@ -322,7 +322,7 @@ def _ragged_batches(count: int) -> list[list[np.ndarray]]:
     return batches or [current]
 
 
-def _hand_pad(
+def _hand_ragged(
     widths: tuple[int, ...], heights: tuple[int, ...]
 ) -> Callable[[list[np.ndarray]], tuple[np.ndarray, np.ndarray]]:
     """The pad a serving engineer writes, for these length and batch buckets: the
@@ -343,7 +343,7 @@ def _hand_pad(
     return pad
 
 
-_hand_pad_ragged = _hand_pad(HAND_SIZES, HAND_BATCH)
+_hand_pad_ragged = _hand_ragged(HAND_SIZES, HAND_BATCH)
 
 
 def ragged_pad_row(quick: bool) -> Row:
@@ -437,7 +437,7 @@ def _prefill_batches(count: int) -> list[list[np.ndarray]]:
     return batches or [current]
 
 
-_hand_prefill_pad = _hand_pad(PREFILL_SIZES, PREFILL_BATCH)
+_hand_prefill_pad = _hand_ragged(PREFILL_SIZES, PREFILL_BATCH)
 
 
 def _unpadded(rows: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
