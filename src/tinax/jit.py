@@ -1,9 +1,9 @@
 """Safe, observable `jax.jit`: exact per-object trace budgets, wrap-time validation, meshes."""
 
 from tinax._src.buckets.dims import Buckets as Buckets
-from tinax._src.buckets.dims import Dim as Dim
 from tinax._src.buckets.ragged import bucket_for as bucket_for
 from tinax._src.buckets.ragged import pad_ragged as pad_ragged
+from tinax._src.buckets.sizes import Dim as Dim
 from tinax._src.buckets.sizes import bucket_sizes as bucket_sizes
 from tinax._src.buckets.sizes import pad_to_bucket as pad_to_bucket
 from tinax._src.diagnosis.errors import TraceBudgetError as TraceBudgetError

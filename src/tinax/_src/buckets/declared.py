@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 import jax
 
 from tinax._src.buckets import dims
-from tinax._src.buckets.dims import Bucket, Dim, Dimension
+from tinax._src.buckets.dims import Bucket, Dimension
+from tinax._src.buckets.sizes import Dim
 from tinax._src.core import validation
 
 

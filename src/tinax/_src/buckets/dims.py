@@ -1,7 +1,8 @@
 """Bucket dimensions: what a declaration of buckets means before any function is known.
 
-A `Dim` names one dimension that several axes share (a batch's tokens, its mask, its
-lengths); an axis given a plain list of sizes is a dimension of its own. `Buckets`
+A `Dim` (made in `sizes`, where `pad_to_bucket` reads it) names one dimension that
+several axes share (a batch's tokens, its mask, its lengths); an axis given a plain
+list of sizes is a dimension of its own. `Buckets`
 adds ``where``, which says which combinations of the dimensions can occur. `parse`
 reads either form (or the plain mapping ``buckets=`` always took) once into a
 `Layout`: each declared axis with its dimension, and the combinations allowed.
@@ -18,56 +19,8 @@ from typing import Any, NamedTuple, TypeAlias, cast
 import attrs
 import numpy as np
 
-from tinax._src.buckets.sizes import check_sizes
+from tinax._src.buckets.sizes import Dim, check_sizes
 from tinax._src.core import validation
-
-
-@attrs.frozen
-class Dim:
-    """A named bucket dimension: one size, shared by every axis that is given it.
-
-    In ``buckets=``, an axis maps to its own list of sizes, or to a `Dim`. Every
-    axis given the same `Dim` (by name), under any argument, path or axis number,
-    is one dimension: in a call those axes take one size, one of ``sizes``, and
-    the dimension counts once in the combinations that ``max_traces`` must cover
-    and that ``precompile_buckets`` compiles. A call whose tied axes differ is
-    refused before it traces, naming each axis and its size. Dims compare and
-    hash by name and sizes.
-
-    Args:
-        name: The dimension's name: a Python identifier (``where=`` of `Buckets`
-            is called with it as a keyword), shown in messages.
-        sizes: The sizes the dimension may take: a non-empty sequence of
-            positive ints, increasing (`bucket_sizes` makes the usual lists).
-
-    Raises:
-        TypeError: If ``name`` is not a str, or ``sizes`` is not an ordered
-            sequence of ints (a bool is not accepted).
-        ValueError: If ``name`` is not an identifier, or ``sizes`` is empty or
-            not positive and increasing.
-
-    Examples:
-        >>> from tinax.jit import Dim
-        >>> length = Dim("length", [16, 32, 64])
-        >>> length
-        Dim(name='length', sizes=(16, 32, 64))
-        >>> buckets = {"tokens": {1: length}, "mask": {1: length}}  # one dimension
-    """
-
-    name: str
-    sizes: tuple[int, ...]
-
-    def __attrs_post_init__(self) -> None:
-        name = cast("object", self.name)  # as given: anything
-        if not issubclass(type(name), str):
-            raise TypeError(validation.message("Dim", "name", "a str", name))
-        plain = str.__str__(cast("str", name))
-        if not plain.isidentifier():
-            expected = "an identifier (where= is called with it as a keyword)"
-            raise ValueError(validation.message("Dim", "name", expected, name))
-        object.__setattr__(self, "name", plain)
-        object.__setattr__(self, "sizes", check_sizes("Dim", "sizes", cast("object", self.sizes)))
-
 
 AxisSizes: TypeAlias = Sequence[int] | Dim
 """The sizes of one declared axis: its own list, or a `Dim` it shares."""

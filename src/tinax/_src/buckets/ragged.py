@@ -12,8 +12,8 @@ import jax
 import numpy as np
 from jax.core import Tracer
 
-from tinax._src.buckets.dims import Dim
-from tinax._src.buckets.sizes import checked_sizes, fill_value, numeric
+from tinax._src.buckets import tally
+from tinax._src.buckets.sizes import Dim, checked_sizes, fill_value, numeric
 from tinax._src.core import validation
 
 
@@ -193,27 +193,41 @@ def pad_ragged(
     # given as Dims or tuples checked before, the default fill. Its checks, inlined.
     kind = type(rows)
     if (kind is list or kind is tuple) and rows and fill is _ZERO:
-        widths = sizes.sizes if type(sizes) is Dim else checked_sizes(_API, "sizes", sizes)
-        heights = None
+        if type(sizes) is Dim:
+            widths, across = sizes.sizes, sizes.name
+        else:
+            widths, across = checked_sizes(_API, "sizes", sizes), None
+        heights = down = None
         if batch_sizes is not None:
-            heights = (
-                batch_sizes.sizes
-                if type(batch_sizes) is Dim
-                else checked_sizes(_API, "batch_sizes", batch_sizes)
-            )
+            if type(batch_sizes) is Dim:
+                heights, down = batch_sizes.sizes, batch_sizes.name
+            else:
+                heights = checked_sizes(_API, "batch_sizes", batch_sizes)
         try:
-            return _host_rows(cast("Sequence[Any]", rows), widths, heights)
+            padded, true_lengths, lengths = _host_rows(cast("Sequence[Any]", rows), widths, heights)
         except _General:
             pass
-    return _pad_ragged(rows, sizes, batch_sizes, fill)
+        else:
+            if across is not None or down is not None:  # counted under its Dims' names
+                height, width = padded.shape
+                _add((down, height, across, width, height * width), sum(lengths))
+            return padded, true_lengths
+    padded, true_lengths, lengths = _pad_ragged(rows, sizes, batch_sizes, fill)
+    across = sizes.name if type(sizes) is Dim else None
+    down = batch_sizes.name if type(batch_sizes) is Dim else None
+    if across is not None or down is not None:  # per trailing element alike
+        height, width = padded.shape[:2]
+        _add((down, height, across, width, height * width), sum(lengths))
+    return padded, true_lengths
 
 
 def _host_rows(
     rows: Sequence[Any], widths: tuple[int, ...], heights: tuple[int, ...] | None
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[int]]:
     """`pad_ragged` of NumPy rows of rank 1 and one dtype, padded with zeros, as a
-    hand-written pad makes it; `_General` where the rows are anything else, or would
-    raise (the general path checks them and names what is wrong)."""
+    hand-written pad makes it, and the rows' lengths as a list; `_General` where the rows
+    are anything else, or would raise (the general path checks them and names what is
+    wrong)."""
     first = rows[0]
     if type(first) is not np.ndarray:
         raise _General
@@ -244,13 +258,13 @@ def _host_rows(
             true_lengths[index] = length
     except (TypeError, ValueError, IndexError):
         raise _General from None
-    return padded, true_lengths
+    return padded, true_lengths, lengths
 
 
 def _pad_ragged(
     rows: object, sizes: object, batch_sizes: object, fill: object
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """`pad_ragged`, every argument checked."""
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[int]]:
+    """`pad_ragged`, every argument checked; and the rows' lengths as a list."""
     api = _API
     widths = _sizes(api, "sizes", sizes)
     heights = None if batch_sizes is None else _sizes(api, "batch_sizes", batch_sizes)
@@ -309,7 +323,7 @@ def _pad_ragged(
         padded[index, : lengths[index]] = array
     true_lengths = np.zeros(height, np.int32)
     true_lengths[:count] = lengths
-    return padded, true_lengths
+    return padded, true_lengths, lengths
 
 
 class _General(Exception):
@@ -319,3 +333,5 @@ class _General(Exception):
 _API = "pad_ragged"
 _ZERO = 0  # the default fill; any other zero (0.0, a NumPy 0) takes the checks
 _bisect_left = bisect.bisect_left
+_add = tally.add
+_INT32 = np.dtype(np.int32)

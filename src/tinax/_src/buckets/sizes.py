@@ -4,16 +4,19 @@ and padding an array to the smallest size that holds it (`pad_to_bucket`)."""
 from __future__ import annotations
 
 import bisect
+import math
 import operator
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, cast, overload
 
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.core import Tracer
 
+from tinax._src.buckets import tally
 from tinax._src.core import validation
 
 
@@ -50,6 +53,53 @@ def check_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+@attrs.frozen
+class Dim:
+    """A named bucket dimension: one size, shared by every axis that is given it.
+
+    In ``buckets=``, an axis maps to its own list of sizes, or to a `Dim`. Every
+    axis given the same `Dim` (by name), under any argument, path or axis number,
+    is one dimension: in a call those axes take one size, one of ``sizes``, and
+    the dimension counts once in the combinations that ``max_traces`` must cover
+    and that ``precompile_buckets`` compiles. A call whose tied axes differ is
+    refused before it traces, naming each axis and its size. Dims compare and
+    hash by name and sizes.
+
+    Args:
+        name: The dimension's name: a Python identifier (``where=`` of `Buckets`
+            is called with it as a keyword), shown in messages.
+        sizes: The sizes the dimension may take: a non-empty sequence of
+            positive ints, increasing (`bucket_sizes` makes the usual lists).
+
+    Raises:
+        TypeError: If ``name`` is not a str, or ``sizes`` is not an ordered
+            sequence of ints (a bool is not accepted).
+        ValueError: If ``name`` is not an identifier, or ``sizes`` is empty or
+            not positive and increasing.
+
+    Examples:
+        >>> from tinax.jit import Dim
+        >>> length = Dim("length", [16, 32, 64])
+        >>> length
+        Dim(name='length', sizes=(16, 32, 64))
+        >>> buckets = {"tokens": {1: length}, "mask": {1: length}}  # one dimension
+    """
+
+    name: str
+    sizes: tuple[int, ...]
+
+    def __attrs_post_init__(self) -> None:
+        name = cast("object", self.name)  # as given: anything
+        if not issubclass(type(name), str):
+            raise TypeError(validation.message("Dim", "name", "a str", name))
+        plain = str.__str__(cast("str", name))
+        if not plain.isidentifier():
+            expected = "an identifier (where= is called with it as a keyword)"
+            raise ValueError(validation.message("Dim", "name", expected, name))
+        object.__setattr__(self, "name", plain)
+        object.__setattr__(self, "sizes", check_sizes("Dim", "sizes", cast("object", self.sizes)))
+
+
 def checked_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     """``value`` checked as `check_sizes` does, where it is no tuple checked before (a
     serving loop passes one tuple on every request: checked once, remembered by id)."""
@@ -59,7 +109,7 @@ def checked_sizes(api: str, parameter: str, value: object) -> tuple[int, ...]:
     sizes = check_sizes(api, parameter, value)
     if type(value) is tuple and len(_by_id) < _CHECKED_LIMIT:
         # the tuple is kept alive in the entry: its id is not reused while it is there
-        _by_id[id(cast("object", value))] = (value, sizes)
+        _by_id[id(cast("object", value))] = (value, sizes, None)
     return sizes
 
 
@@ -130,14 +180,14 @@ def bucket_sizes(floor: int, ceiling: int, *, gap: int | None = None) -> tuple[i
 
 @overload
 def pad_to_bucket(
-    x: jax.Array, sizes: Sequence[int], *, axis: int = 0, fill: jax.typing.ArrayLike = 0
+    x: jax.Array, sizes: Sequence[int] | Dim, *, axis: int = 0, fill: jax.typing.ArrayLike = 0
 ) -> tuple[jax.Array, int]: ...
 
 
 @overload
 def pad_to_bucket(
     x: np.ndarray[Any, Any] | Sequence[Any],
-    sizes: Sequence[int],
+    sizes: Sequence[int] | Dim,
     *,
     axis: int = 0,
     fill: jax.typing.ArrayLike = 0,
@@ -146,7 +196,7 @@ def pad_to_bucket(
 
 def pad_to_bucket(
     x: jax.Array | np.ndarray[Any, Any] | Sequence[Any],
-    sizes: Sequence[int],
+    sizes: Sequence[int] | Dim,
     *,
     axis: int = 0,
     fill: jax.typing.ArrayLike = 0,
@@ -223,37 +273,50 @@ def pad_to_bucket(
             return _pad(sizes, known_sizes, x, axis, fill)
         dtype = x.dtype
         if dtype.kind in _NUMERIC_KINDS:
+            rank = len(shape)
             if size == length:
-                return x, length
+                out = x
             # The shapes a request takes, indexed as a hand-written pad indexes them: a
             # loop's pad runs with the CPU's caches cold from the call before, and every
             # step it takes shows there.
-            rank = len(shape)
-            if rank == 2 and (axis == 1 or axis == -1):  # a batch of rows of tokens
+            elif rank == 2 and (axis == 1 or axis == -1):  # a batch of rows of tokens
                 out = np.zeros((shape[0], size), dtype)
                 out[:, :length] = x
-                return out, length
-            if rank == 1:
+            elif rank == 1:
                 out = np.zeros(size, dtype)
                 out[:length] = x
-                return out, length
-            return _on_host(x, axis % rank, size, None), length
+            else:
+                out = _on_host(x, axis % rank, size, None)
+            if seen[2] is not None:  # a Dim's name: the pad is counted under it
+                _count(seen[2], shape, axis % rank, length, size)
+            return out, length
         return _pad(sizes, known_sizes, x, axis, fill)
     return _pad(sizes, None, x, axis, fill)
 
 
+def _count(name: str, shape: tuple[int, ...], dimension: int, length: int, size: int) -> None:
+    """Counts a pad under its `Dim`'s name (`tally`): ``length`` real entries of ``size``
+    on the padded axis, per element of the axes before it (those after it alike)."""
+    across = math.prod(shape[:dimension])
+    tally.add((name, size, size * across), length * across)
+
+
 def _pad(
-    sizes: Sequence[int], known: tuple[int, ...] | None, x: Any, axis: int, fill: Any
+    sizes: Sequence[int] | Dim, known: tuple[int, ...] | None, x: Any, axis: int, fill: Any
 ) -> tuple[Any, int]:
     """`pad_to_bucket`, every argument checked but ``sizes`` where they are ``known``
-    (a tuple checked before); a tuple checked now is remembered."""
+    (a tuple or a `Dim` seen before); a tuple checked now, or a `Dim`, is remembered."""
     api = "pad_to_bucket"
+    name = sizes.name if type(sizes) is Dim else None
     buckets = known
     if buckets is None:
-        buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for no list
-        if type(sizes) is tuple and len(_by_id) < _CHECKED_LIMIT:
-            # the tuple is kept alive in the entry: its id is not reused while it is there
-            _by_id[id(cast("object", sizes))] = (sizes, buckets)
+        if type(sizes) is Dim:
+            buckets = sizes.sizes  # checked when it was made
+        else:
+            buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for no list
+        if (type(sizes) is tuple or name is not None) and len(_by_id) < _CHECKED_LIMIT:
+            # kept alive in the entry: its id is not reused while it is there
+            _by_id[id(cast("object", sizes))] = (sizes, buckets, name)
     array = _array(api, x)
     shape: tuple[int, ...] = array.shape
     rank = len(shape)
@@ -272,21 +335,27 @@ def _pad(
             f"{api}: x has size {length} on axis {given} (shape {shape}), and no bucket in sizes "
             f"holds it: the largest is {buckets[-1]}; split the input, or add a larger bucket."
         )
-    if buckets[index] == length:
-        return array, length
-    if isinstance(array, jax.Array):
-        if isinstance(cast("object", array), Tracer):  # in a traced function: in its program
-            widths = [(0, 0)] * rank
-            widths[dimension] = (0, buckets[index] - length)
-            padded = jnp.pad(array, widths, constant_values=value)  # pyright: ignore[reportUnknownMemberType]
-            return padded, length
+    size = buckets[index]
+    traced = isinstance(cast("object", array), Tracer)
+    padded: jax.Array | np.ndarray[Any, Any]
+    if size == length:
+        padded = array
+    elif traced:  # in a traced function: in its program
+        widths = [(0, 0)] * rank
+        widths[dimension] = (0, size - length)
+        padded = jnp.pad(array, widths, constant_values=value)  # pyright: ignore[reportUnknownMemberType]
+    elif isinstance(array, jax.Array):
         # Padded on the host and put back where it was: a device pad (jnp.pad, or a jit
         # of it) compiles for every new input length (20 lengths, 20 compiles of ~50 ms);
         # this compiles nothing, at ~65 us a pad where a cached jnp.pad takes ~45 us.
-        out = _on_host(np.asarray(array), dimension, buckets[index], value)
+        out = _on_host(np.asarray(array), dimension, size, value)
         put = cast("Callable[..., jax.Array]", jax.device_put)  # pyright: ignore[reportUnknownMemberType]
-        return (put(out, array.sharding) if array.committed else put(out)), length
-    return _on_host(array, dimension, buckets[index], value), length
+        padded = put(out, array.sharding) if array.committed else put(out)
+    else:
+        padded = _on_host(array, dimension, size, value)
+    if name is not None and not traced:  # a trace pads no batch: only its program is made
+        _count(name, shape, dimension, length, size)
+    return padded, length
 
 
 def _on_host(
@@ -308,7 +377,7 @@ def _on_host(
 # The tuples of sizes a serving loop passes on every request, checked once. Bounded, so
 # that a program that makes new ones each call checks them each call instead of growing it.
 _CHECKED_LIMIT = 256
-_by_id: dict[int, tuple[object, tuple[int, ...]]] = {}
+_by_id: dict[int, tuple[object, tuple[int, ...], str | None]] = {}  # and a Dim's name
 _EVERY = (slice(None),) * 64  # the index of a whole axis, before the padded one
 _bisect_left = bisect.bisect_left
 _ZERO = 0  # the default fill; any other 0 (a computed int, a subclass) takes the checks

@@ -6,12 +6,12 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tinax._src.buckets import declared, outside
 from tinax._src.diagnosis import compare
-from tinax._src.observe import rebuilt, registry_table, sites, watchers
+from tinax._src.observe import bucket_padding, rebuilt, registry_table, sites, watchers
 from tinax._src.parallel import trace_agreement
 
 if TYPE_CHECKING:
@@ -99,12 +99,61 @@ def _total(owner: Budgeted, fact: str) -> float:
 
 
 class Budgets(tuple[Any, ...]):
-    """The live budgeted objects, as `budgets` returns them; prints as a table."""
+    """The live budgeted objects, as `budgets` returns them; prints as a table.
+
+    Under the table, where `pad_ragged` or `pad_to_bucket` padded batches to
+    sizes of a `Dim` that an object's buckets declare, a line per combination
+    padded to: its batches and its share of padding. `padding` holds them.
+    """
 
     __slots__ = ()
 
     def __str__(self) -> str:
         return budgets_table(self)
+
+    @property
+    def padding(self) -> tuple[bucket_padding.BucketPadding, ...]:
+        """The batches padded per combination of each object's `Dim`s, as data.
+
+        A cached call runs no Python, so it cannot be counted; `pad_ragged` and
+        `pad_to_bucket`, given `Dim`s, count each batch they pad under its
+        combination: each `Dim`'s name and the size padded to. Each object whose
+        buckets declare `Dim`s is given every combination whose names are all its
+        own (a length-only pad counts for an object with rows and length). A pad
+        names its `Dim`s, not the object the batch is for: two objects that
+        declare the same names are given the same counts. Read now, at each
+        access. To choose buckets: a combination with many batches and a large
+        share of padding wants a size between its own and the one below.
+
+        Returns:
+            One record per object and combination (``object``, ``combination``:
+            name to size, ``batches``, ``real`` and ``padded`` entries, ``share``
+            of padding), in the order of the objects, most batches first;
+            empty where nothing was padded to a `Dim`'s sizes.
+
+        Examples:
+            >>> import numpy as np
+            >>> from tinax.jit import Dim, bounded_jit, budgets, pad_ragged
+            >>> length = Dim("doc_length", (4, 8))
+            >>> first = bounded_jit(lambda x: x, max_traces=2, buckets={"x": {1: length}})
+            >>> _ = pad_ragged([np.ones(3, np.int32), np.ones(5, np.int32)], length)
+            >>> [(dict(r.combination), r.batches, r.real, r.padded) for r in budgets().padding
+            ...  if r.object is first]
+            [({'doc_length': 8}, 1, 8, 16)]
+        """
+        return bucket_padding.records(self, _declared_of(self))
+
+
+def _declared_of(objects: Sequence[Budgeted]) -> Callable[[Budgeted], declared.Declared | None]:
+    """The buckets each of ``objects`` declares (through its handle), or ``None``."""
+    with _registry_lock:
+        found = [handle for ref in _registry if (handle := ref()) is not None]
+    by_id = {
+        id(owner): handle.buckets
+        for handle in found
+        if handle.buckets is not None and (owner := handle.public()) is not None
+    }
+    return lambda owner: by_id.get(id(owner))
 
 
 def last_retrace_cause(
@@ -177,4 +226,8 @@ def budgets_table(objects: Sequence[Budgeted]) -> str:
         """Whether ``owner``'s compiles ran in threads at once (``precompile_buckets``)."""
         return id(owner) in threaded_ids
 
-    return registry_table.table(objects, built_at, cause, bucketed, threaded)
+    shown = registry_table.table(objects, built_at, cause, bucketed, threaded)
+    padding = bucket_padding.lines(
+        bucket_padding.records(objects, lambda owner: declared_by.get(id(owner)))
+    )
+    return "\n".join([shown, *padding])
