@@ -187,7 +187,6 @@ class TestThreads:
             (("length", 8),): (total, 5 * total, 8 * total),
         }
 
-
     def test_a_pad_appended_while_a_fold_adds_up_is_counted_by_the_next(self, monkeypatch):
         """A fold removes only what it added up: a batch appended meanwhile (another
         thread's, here appended from inside the fold's sum) stays for the next."""
@@ -280,13 +279,11 @@ class TestBudgetsLines:
         assert own_lines(str(budgets()), "decode") == []
         assert [r for r in budgets().padding if r.object is step] == []
 
-
     def test_nothing_is_printed_when_no_object_declares_the_dims_padded_to(self):
         bounded_jit(decode, max_traces=12, buckets={"tokens": {1: LENGTH}})
         pad_ragged(rows_of(3), Dim("a_length_no_object_declares", (4, 8)))
         assert tally.counted()  # counted, but for no object
         assert bucket_padding.HEADER not in str(budgets())
-
 
     def test_one_function_built_twice_shows_its_lines_once(self):
         first = bounded_jit(prefill, max_traces=12, buckets={"tokens": {1: LENGTH}})

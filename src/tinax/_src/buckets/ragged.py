@@ -152,7 +152,10 @@ def pad_ragged(
             axis 1 is padded to ``bucket_for(longest row, sizes)``.
         batch_sizes: The batch buckets, or a `Dim`: axis 0 is padded to
             ``bucket_for(len(rows), batch_sizes)`` rows. `None` (the default):
-            one row per row given.
+            one row per row given. Where ``sizes`` or ``batch_sizes`` is a
+            `Dim`, the batch is counted under the names and sizes of those
+            given as `Dim`s, with its real entries (the rows' lengths) and
+            its padded ones (rows x length), for `budgets` to show.
         fill: The value of the padding: a scalar that the rows' dtype holds
             exactly. The default: 0.
 

@@ -216,7 +216,9 @@ def pad_to_bucket(
         x: The array: a NumPy array, a JAX array, or anything `numpy.asarray`
             makes an array of numbers or booleans (a nested list).
         sizes: The bucket sizes of the axis, increasing (as `bucket_sizes`
-            returns).
+            returns), or a `Dim`: each array padded (outside a trace) is then
+            counted under its name and size, for `budgets` to show the batches
+            and the share of padding of each bucket.
         axis: The axis padded; a negative one counts from the end, as in NumPy.
             The default: the first.
         fill: The value of the padding entries: a scalar that ``x``'s dtype
@@ -233,7 +235,7 @@ def pad_to_bucket(
         length: The size of ``x`` on ``axis``, an int.
 
     Raises:
-        TypeError: If ``sizes`` is not a sequence of ints, ``axis`` is not an
+        TypeError: If ``sizes`` is neither a `Dim` nor a sequence of ints, ``axis`` is not an
             int, ``x`` is not an array of numbers or booleans, or ``fill`` is
             not a number.
         ValueError: If ``sizes`` is empty or not positive and increasing,
