@@ -137,9 +137,8 @@ class Budgets(tuple[Any, ...]):
             >>> length = Dim("doc_length", (4, 8))
             >>> first = bounded_jit(lambda x: x, max_traces=2, buckets={"x": {1: length}})
             >>> _ = pad_ragged([np.ones(3, np.int32), np.ones(5, np.int32)], length)
-            >>> [(dict(r.combination), r.batches, r.real, r.padded) for r in budgets().padding
-            ...  if r.object is first]
-            [({'doc_length': 8}, 1, 8, 16)]
+            >>> [(dict(r.combination), r.share) for r in budgets().padding if r.object is first]
+            [({'doc_length': 8}, 0.5)]
         """
         return bucket_padding.records(self, _declared_of(self))
 
