@@ -199,7 +199,7 @@ class TestThreads:
                 tally._cells[key].append(100)  # pyright: ignore[reportPrivateUsage]
             return sum(values)
 
-        key = ("length", 8, 8)
+        key = ("length", 8, 1)
         tally.add(key, 1)
         tally.add(key, 2)
         monkeypatch.setattr(tally, "sum", sum_then_a_pad_meanwhile, raising=False)

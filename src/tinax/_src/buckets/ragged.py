@@ -213,14 +213,14 @@ def pad_ragged(
         else:
             if across is not None or down is not None:  # counted under its Dims' names
                 height, width = padded.shape
-                _add((down, height, across, width, height * width), sum(lengths))
+                _add((down, height, across, width), sum(lengths))
             return padded, true_lengths
     padded, true_lengths, lengths = _pad_ragged(rows, sizes, batch_sizes, fill)
     across = sizes.name if type(sizes) is Dim else None
     down = batch_sizes.name if type(batch_sizes) is Dim else None
     if across is not None or down is not None:  # per trailing element alike
         height, width = padded.shape[:2]
-        _add((down, height, across, width, height * width), sum(lengths))
+        _add((down, height, across, width), sum(lengths))
     return padded, true_lengths
 
 

@@ -300,7 +300,7 @@ def _count(name: str, shape: tuple[int, ...], dimension: int, length: int, size:
     """Counts a pad under its `Dim`'s name (`tally`): ``length`` real entries of ``size``
     on the padded axis, per element of the axes before it (those after it alike)."""
     across = math.prod(shape[:dimension])
-    tally.add((name, size, size * across), length * across)
+    tally.add((name, size, across), length * across)
 
 
 def _pad(

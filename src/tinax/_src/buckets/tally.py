@@ -23,9 +23,11 @@ Combination = tuple[tuple[str, int], ...]
 """Each `Dim`'s name and the size a batch was padded to on it, in axis order."""
 
 Key = tuple[str | int | None, ...]
-"""A pad's key, flat (a nested tuple hashes slower, on every batch): name, size, name,
-size, ..., in axis order (a name `None` for an axis of plain sizes), then the entries
-each batch padded to it holds."""
+"""A pad's key, flat (a nested tuple hashes slower, on every batch): `pad_ragged`'s
+``(rows name, rows, length name, length)`` (a name `None` for plain sizes), whose
+batches each hold rows x length entries; `pad_to_bucket`'s ``(name, size, across)``,
+whose batches each hold size x across (the elements of the axes before the padded
+one)."""
 
 
 class Counted(NamedTuple):
@@ -78,13 +80,18 @@ def counted() -> dict[Combination, Counted]:
         found = [(key, batches, real) for key, (batches, real) in _totals.items()]
     combined: dict[Combination, Counted] = {}
     for key, batches, real in found:
-        names, sizes = key[:-1:2], key[1:-1:2]
+        if len(key) == 4:  # pad_ragged's: rows x length entries a batch
+            down, height, across, width = key
+            pairs = ((down, height), (across, width))
+            each = int(height or 0) * int(width or 0)
+        else:  # pad_to_bucket's: size x across
+            name, size, across = key
+            pairs = ((name, size),)
+            each = int(size or 0) * int(across or 0)
         combination = tuple(
-            (name, size)
-            for name, size in zip(names, sizes, strict=True)
-            if isinstance(name, str) and isinstance(size, int)
+            (name, size) for name, size in pairs if isinstance(name, str) and isinstance(size, int)
         )
-        counts = Counted(batches, real, batches * int(key[-1] or 0))
+        counts = Counted(batches, real, batches * each)
         earlier = combined.get(combination)
         if earlier is not None:  # one combination from two keys (rows of plain sizes)
             counts = Counted(*(a + b for a, b in zip(earlier, counts, strict=True)))
