@@ -91,17 +91,6 @@ def _messages_fit_in_200_characters(monkeypatch):
     monkeypatch.setattr(registry_table, "table", lambda *args: checked(registry(*args)))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_padding_tally():
-    """Each test starts with no batches counted (pad_ragged and pad_to_bucket count every
-    batch padded to a Dim's sizes, process-wide), so a budgets() table shows only its own."""
-    from tinax._src.buckets import tally
-
-    tally.clear()
-    yield
-    tally.clear()
-
-
 @pytest.fixture
 def outside_session_budgets(monkeypatch):
     """The library as it is without ``pytest --tinax-budgets``: the plugin's collector (which

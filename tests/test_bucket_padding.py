@@ -1,6 +1,7 @@
 """The batches padded per combination of Dims: counted by pad_ragged and pad_to_bucket
 (buckets/tally), shown under budgets()'s table and read as Budgets.padding
-(observe/bucket_padding). conftest's autouse fixture starts each test with none."""
+(observe/bucket_padding). The counts live on the Dim padded to: each test pads to Dims of
+its own."""
 
 import sys
 import threading
@@ -12,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinax._src.buckets import tally
+from tinax._src.buckets import ragged, tally
+from tinax._src.buckets.sizes import tally_of
 from tinax._src.observe import bucket_padding
 from tinax.jit import Dim, bounded_jit, budgets, pad_ragged, pad_to_bucket
 
@@ -20,13 +22,23 @@ ROWS = Dim("rows", (1, 2, 4, 8))
 LENGTH = Dim("length", (4, 8, 16))
 
 
+@pytest.fixture(autouse=True)
+def _dims_of_its_own(monkeypatch):
+    """ROWS and LENGTH made anew for each test: a Dim carries the batches padded to it."""
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "ROWS", Dim("rows", (1, 2, 4, 8)))
+    monkeypatch.setattr(module, "LENGTH", Dim("length", (4, 8, 16)))
+
+
 def rows_of(*lengths, dtype=np.int32):
     return [np.ones(length, dtype) for length in lengths]
 
 
-def counted():
-    """The tally as plain tuples: combination -> (batches, real, padded)."""
-    return {combination: tuple(counts) for combination, counts in tally.counted().items()}
+def counted(*dims):
+    """The counts on ``dims`` (the test's ROWS and LENGTH by default) as plain tuples:
+    combination -> (batches, real, padded)."""
+    tallies = [tally_of(dim) for dim in dims or (ROWS, LENGTH)]
+    return {combination: tuple(counts) for combination, counts in tally.counted(tallies).items()}
 
 
 class TestPadRaggedCounts:
@@ -89,18 +101,18 @@ class TestPadRaggedCounts:
         plain_rows=st.booleans(),
     )
     def test_the_counts_are_those_of_the_padded_arrays(self, batches, plain_rows):
-        tally.clear()  # hypothesis runs every example in one test
+        rows, length = Dim("rows", (1, 2, 4, 8)), Dim("length", (4, 8, 16))  # per example
         expected: dict = {}
         for lengths in batches:
             padded, true_lengths = pad_ragged(
-                rows_of(*lengths), LENGTH, batch_sizes=ROWS.sizes if plain_rows else ROWS
+                rows_of(*lengths), length, batch_sizes=rows.sizes if plain_rows else rows
             )
             height, width = padded.shape
             key = (("length", width),) if plain_rows else (("rows", height), ("length", width))
             batches_before, real, entries = expected.get(key, (0, 0, 0))
             real += int(true_lengths.sum())
             expected[key] = (batches_before + 1, real, entries + height * width)
-        assert counted() == expected
+        assert counted(rows, length) == expected
 
 
 class TestPadToBucketCounts:
@@ -159,7 +171,8 @@ class TestPadToBucketCounts:
 class TestThreads:
     @pytest.mark.parametrize("fold_at", [7, 1024], ids=["folds-often", "folds-rarely"])
     def test_threads_padding_at_once_are_counted_exactly(self, monkeypatch, fold_at):
-        monkeypatch.setattr(tally, "_FOLD_AT", fold_at)
+        monkeypatch.setattr(tally, "FOLD_AT", fold_at)
+        monkeypatch.setattr(ragged, "_FOLD_AT", fold_at)
         interval = sys.getswitchinterval()
         sys.setswitchinterval(1e-6)  # threads switch between any two bytecodes, near enough
         threads, pads = 8, 400
@@ -171,7 +184,7 @@ class TestThreads:
                 pad_ragged(rows_of(3, 1), LENGTH, batch_sizes=ROWS)  # 2 x 4: 4 of 8
                 pad_to_bucket(np.ones(5), LENGTH)  # 5 of 8
                 if index % 50 == 0:
-                    tally.counted()  # a reader folds while the pads append
+                    counted()  # a reader folds while the pads append
 
         workers = [threading.Thread(target=work) for _ in range(threads)]
         for worker in workers:
@@ -190,22 +203,23 @@ class TestThreads:
     def test_a_pad_appended_while_a_fold_adds_up_is_counted_by_the_next(self, monkeypatch):
         """A fold removes only what it added up: a batch appended meanwhile (another
         thread's, here appended from inside the fold's sum) stays for the next."""
-        monkeypatch.setattr(tally, "_FOLD_AT", 3)
+        monkeypatch.setattr(tally, "FOLD_AT", 3)
         added = []
+        counts, key = tally.Tally(), ("length", 8, 1)
 
         def sum_then_a_pad_meanwhile(values):
             if not added:
                 added.append(True)
-                tally._cells[key].append(100)  # pyright: ignore[reportPrivateUsage]
+                counts.cells[key].append(100)
             return sum(values)
 
-        key = ("length", 8, 1)
-        tally.add(key, 1)
-        tally.add(key, 2)
+        tally.add(counts, key, 1)
+        tally.add(counts, key, 2)
         monkeypatch.setattr(tally, "sum", sum_then_a_pad_meanwhile, raising=False)
-        tally.add(key, 3)  # the fold: 1 + 2 + 3, and 100 appended while it added up
+        tally.add(counts, key, 3)  # the fold: 1 + 2 + 3, and 100 appended while it added up
         monkeypatch.undo()
-        assert counted() == {(("length", 8),): (4, 106, 32)}
+        assert counts.cells[key] == [100] and counts.totals[key] == [3, 6]
+        assert tally.counted([counts]) == {(("length", 8),): (4, 106, 32)}
 
 
 def prefill(tokens):
@@ -281,8 +295,9 @@ class TestBudgetsLines:
 
     def test_nothing_is_printed_when_no_object_declares_the_dims_padded_to(self):
         bounded_jit(decode, max_traces=12, buckets={"tokens": {1: LENGTH}})
-        pad_ragged(rows_of(3), Dim("a_length_no_object_declares", (4, 8)))
-        assert tally.counted()  # counted, but for no object
+        other = Dim("a_length_no_object_declares", (4, 8))
+        pad_ragged(rows_of(3), other)
+        assert counted(other)  # counted, but for no object
         assert bucket_padding.HEADER not in str(budgets())
 
     def test_one_function_built_twice_shows_its_lines_once(self):
@@ -321,3 +336,32 @@ class TestPaddingRecords:
         assert [r for r in found.padding if r.object is step] == []
         pad_ragged(rows_of(3), LENGTH)
         assert [r.batches for r in found.padding if r.object is step] == [1]
+
+
+class TestCountsLiveOnTheDim:
+    def test_an_equal_dim_made_apart_counts_on_its_own(self):
+        """The counts are the Dim object's: a pad to an equal Dim made elsewhere is
+        counted on that one, and the object given LENGTH does not show it."""
+        step = bounded_jit(prefill, max_traces=3, buckets={"tokens": {1: LENGTH}})
+        twin = Dim("length", LENGTH.sizes)
+        pad_ragged(rows_of(3), twin)
+        assert twin == LENGTH and counted(twin) == {(("length", 4),): (1, 3, 4)}
+        assert counted() == {}
+        assert [r for r in budgets().padding if r.object is step] == []
+        pad_ragged(rows_of(3), LENGTH)
+        assert [r.batches for r in budgets().padding if r.object is step] == [1]
+
+    def test_a_dim_with_counts_compares_and_hashes_as_before(self):
+        fresh = Dim("length", (4, 8, 16))
+        pad_ragged(rows_of(3, 5), LENGTH)
+        pad_to_bucket(np.ones(3), LENGTH)
+        assert LENGTH == fresh and hash(LENGTH) == hash(fresh)
+        assert repr(LENGTH) == "Dim(name='length', sizes=(4, 8, 16))"
+        assert {LENGTH: 1}[fresh] == 1
+
+    def test_a_dim_given_to_two_objects_shows_its_counts_for_both(self):
+        first = bounded_jit(prefill, max_traces=3, buckets={"tokens": {1: LENGTH}})
+        second = bounded_jit(decode, max_traces=3, buckets={"tokens": {1: LENGTH}})
+        pad_ragged(rows_of(3), LENGTH)
+        shown = {id(r.object): r.batches for r in budgets().padding}
+        assert shown.get(id(first)) == 1 and shown.get(id(second)) == 1

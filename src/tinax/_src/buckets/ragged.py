@@ -13,7 +13,7 @@ import numpy as np
 from jax.core import Tracer
 
 from tinax._src.buckets import tally
-from tinax._src.buckets.sizes import Dim, checked_sizes, fill_value, numeric
+from tinax._src.buckets.sizes import Dim, checked_sizes, fill_value, numeric, tally_of
 from tinax._src.core import validation
 
 
@@ -153,9 +153,10 @@ def pad_ragged(
         batch_sizes: The batch buckets, or a `Dim`: axis 0 is padded to
             ``bucket_for(len(rows), batch_sizes)`` rows. `None` (the default):
             one row per row given. Where ``sizes`` or ``batch_sizes`` is a
-            `Dim`, the batch is counted under the names and sizes of those
-            given as `Dim`s, with its real entries (the rows' lengths) and
-            its padded ones (rows x length), for `budgets` to show.
+            `Dim`, the batch is counted on that `Dim` (on ``sizes`` where both
+            are), under the names and sizes of those given as `Dim`s, with
+            its real entries (the rows' lengths) and its padded ones (rows x
+            length), for `budgets` to show.
         fill: The value of the padding: a scalar that the rows' dtype holds
             exactly. The default: 0.
 
@@ -193,81 +194,73 @@ def pad_ragged(
         array([3, 1, 0, 0])
     """
     # A batcher's call, on every batch: a list of host rows of tokens of one dtype, sizes
-    # given as Dims or tuples checked before, the default fill. Its checks, inlined.
+    # given as Dims or tuples checked before, the default fill. Its checks, inlined, and
+    # the pad as a hand-written one makes it; anything else, or anything that would
+    # raise, takes the general path, which checks every argument and names what is wrong.
     kind = type(rows)
     if (kind is list or kind is tuple) and rows and fill is _ZERO:
         if type(sizes) is Dim:
-            widths, across = sizes.sizes, sizes.name
+            widths, across, owner = sizes.sizes, sizes.name, sizes
         else:
-            widths, across = checked_sizes(_API, "sizes", sizes), None
+            widths, across, owner = checked_sizes(_API, "sizes", sizes), None, None
         heights = down = None
         if batch_sizes is not None:
             if type(batch_sizes) is Dim:
                 heights, down = batch_sizes.sizes, batch_sizes.name
+                owner = owner or batch_sizes
             else:
                 heights = checked_sizes(_API, "batch_sizes", batch_sizes)
-        try:
-            padded, true_lengths, lengths = _host_rows(cast("Sequence[Any]", rows), widths, heights)
-        except _General:
-            pass
-        else:
-            if across is not None or down is not None:  # counted under its Dims' names
-                height, width = padded.shape
-                _add((down, height, across, width), sum(lengths))
-            return padded, true_lengths
-    padded, true_lengths, lengths = _pad_ragged(rows, sizes, batch_sizes, fill)
-    across = sizes.name if type(sizes) is Dim else None
-    down = batch_sizes.name if type(batch_sizes) is Dim else None
-    if across is not None or down is not None:  # per trailing element alike
+        first = rows[0]
+        dtype = first.dtype if type(first) is _ndarray else None
+        if dtype is not None and dtype.kind in "biufc":  # not a str, not an object
+            lengths: list[int] = []
+            longest = 0
+            try:
+                for row in rows:  # NumPy rows of one dtype, or the general path
+                    if type(row) is not _ndarray or row.dtype is not dtype:
+                        raise _General
+                    length = len(row)
+                    if length == 1 and row.ndim != 1:  # a (1, 1) row is not copied as (1,)
+                        raise _General
+                    lengths.append(length)
+                    if length > longest:
+                        longest = length
+                count = len(lengths)
+                width = widths[_bisect_left(widths, longest)]  # too long: IndexError
+                height = count if heights is None else heights[_bisect_left(heights, count)]
+                padded = _zeros((height, width), dtype)
+                true_lengths = _zeros(height, _INT32)
+                for index, row in enumerate(rows):
+                    length = lengths[index]
+                    padded[index, :length] = row  # of rank 2 (but all ones): ValueError
+                    true_lengths[index] = length
+            except (TypeError, ValueError, IndexError, _General):
+                pass
+            else:
+                if owner is not None:  # counted on a Dim: `tally.add`, inlined
+                    key = (down, height, across, width)
+                    counts = owner._tally  # pyright: ignore[reportPrivateUsage]
+                    cell = counts.cells.get(key)
+                    if cell is None:
+                        cell = _new_cell(counts, key)
+                    cell.append(sum(lengths))
+                    if len(cell) >= _FOLD_AT:
+                        _fold(counts, key, cell)
+                return padded, true_lengths
+    padded, true_lengths, real = _pad_ragged(rows, sizes, batch_sizes, fill)
+    owner = sizes if type(sizes) is Dim else batch_sizes if type(batch_sizes) is Dim else None
+    if owner is not None:  # per trailing element alike
+        across = sizes.name if type(sizes) is Dim else None
+        down = batch_sizes.name if type(batch_sizes) is Dim else None
         height, width = padded.shape[:2]
-        _add((down, height, across, width), sum(lengths))
+        tally.add(tally_of(owner), (down, height, across, width), real)
     return padded, true_lengths
-
-
-def _host_rows(
-    rows: Sequence[Any], widths: tuple[int, ...], heights: tuple[int, ...] | None
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[int]]:
-    """`pad_ragged` of NumPy rows of rank 1 and one dtype, padded with zeros, as a
-    hand-written pad makes it, and the rows' lengths as a list; `_General` where the rows
-    are anything else, or would raise (the general path checks them and names what is
-    wrong)."""
-    first = rows[0]
-    if type(first) is not np.ndarray:
-        raise _General
-    dtype = first.dtype
-    if dtype.kind not in "biufc":  # a str, an object: the general path refuses it
-        raise _General
-    ndarray = np.ndarray
-    lengths: list[int] = []
-    longest = 0
-    try:
-        for row in rows:  # NumPy rows of one dtype, or the general path
-            if type(row) is not ndarray or row.dtype is not dtype:
-                raise _General
-            length = len(row)  # a scalar: TypeError
-            if length == 1 and row.ndim != 1:  # a (1, 1) row would be copied as (1,)
-                raise _General
-            lengths.append(length)
-            if length > longest:
-                longest = length
-        count = len(lengths)
-        width = widths[_bisect_left(widths, longest)]  # too long: IndexError, the error
-        height = count if heights is None else heights[_bisect_left(heights, count)]
-        padded = np.zeros((height, width), dtype)
-        true_lengths = np.zeros(height, np.int32)
-        for index, row in enumerate(rows):
-            length = lengths[index]
-            padded[index, :length] = row  # a row of rank 2 (but all ones): ValueError
-            true_lengths[index] = length
-    except (TypeError, ValueError, IndexError):
-        raise _General from None
-    return padded, true_lengths, lengths
 
 
 def _pad_ragged(
     rows: object, sizes: object, batch_sizes: object, fill: object
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[int]]:
-    """`pad_ragged`, every argument checked; and the rows' lengths as a list."""
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
+    """`pad_ragged`, every argument checked; and the rows' lengths added up."""
     api = _API
     widths = _sizes(api, "sizes", sizes)
     heights = None if batch_sizes is None else _sizes(api, "batch_sizes", batch_sizes)
@@ -326,7 +319,7 @@ def _pad_ragged(
         padded[index, : lengths[index]] = array
     true_lengths = np.zeros(height, np.int32)
     true_lengths[:count] = lengths
-    return padded, true_lengths, lengths
+    return padded, true_lengths, sum(lengths)
 
 
 class _General(Exception):
@@ -336,5 +329,6 @@ class _General(Exception):
 _API = "pad_ragged"
 _ZERO = 0  # the default fill; any other zero (0.0, a NumPy 0) takes the checks
 _bisect_left = bisect.bisect_left
-_add = tally.add
+_new_cell, _fold, _FOLD_AT = tally.new_cell, tally.fold, tally.FOLD_AT
 _INT32 = np.dtype(np.int32)
+_ndarray, _zeros = np.ndarray, np.zeros

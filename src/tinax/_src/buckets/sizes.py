@@ -65,6 +65,10 @@ class Dim:
     refused before it traces, naming each axis and its size. Dims compare and
     hash by name and sizes.
 
+    A `Dim` also carries the batches that `pad_ragged` and `pad_to_bucket`
+    padded to its sizes (`budgets` shows them for each object given it): pad
+    to the very `Dim` object given in ``buckets=``, made once at module level.
+
     Args:
         name: The dimension's name: a Python identifier (``where=`` of `Buckets`
             is called with it as a keyword), shown in messages.
@@ -87,6 +91,7 @@ class Dim:
 
     name: str
     sizes: tuple[int, ...]
+    _tally: tally.Tally = attrs.field(factory=tally.Tally, init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         name = cast("object", self.name)  # as given: anything
@@ -289,18 +294,23 @@ def pad_to_bucket(
                 out[:length] = x
             else:
                 out = _on_host(x, axis % rank, size, None)
-            if seen[2] is not None:  # a Dim's name: the pad is counted under it
+            if seen[2] is not None:  # a Dim: the pad is counted on it
                 _count(seen[2], shape, axis % rank, length, size)
             return out, length
         return _pad(sizes, known_sizes, x, axis, fill)
     return _pad(sizes, None, x, axis, fill)
 
 
-def _count(name: str, shape: tuple[int, ...], dimension: int, length: int, size: int) -> None:
-    """Counts a pad under its `Dim`'s name (`tally`): ``length`` real entries of ``size``
-    on the padded axis, per element of the axes before it (those after it alike)."""
+def _count(dim: Dim, shape: tuple[int, ...], dimension: int, length: int, size: int) -> None:
+    """Counts a pad on its `Dim` (`tally`): ``length`` real entries of ``size`` on the
+    padded axis, per element of the axes before it (those after it alike)."""
     across = math.prod(shape[:dimension])
-    tally.add((name, size, across), length * across)
+    tally.add(dim._tally, (dim.name, size, across), length * across)  # pyright: ignore[reportPrivateUsage]
+
+
+def tally_of(dim: Dim) -> tally.Tally:
+    """The batches padded to ``dim``'s sizes, counted on it."""
+    return dim._tally  # pyright: ignore[reportPrivateUsage]
 
 
 def _pad(
@@ -309,16 +319,16 @@ def _pad(
     """`pad_to_bucket`, every argument checked but ``sizes`` where they are ``known``
     (a tuple or a `Dim` seen before); a tuple checked now, or a `Dim`, is remembered."""
     api = "pad_to_bucket"
-    name = sizes.name if type(sizes) is Dim else None
+    dim = sizes if type(sizes) is Dim else None
     buckets = known
     if buckets is None:
         if type(sizes) is Dim:
             buckets = sizes.sizes  # checked when it was made
         else:
             buckets = check_sizes(api, "sizes", cast("object", sizes))  # raises for no list
-        if (type(sizes) is tuple or name is not None) and len(_by_id) < _CHECKED_LIMIT:
+        if (type(sizes) is tuple or dim is not None) and len(_by_id) < _CHECKED_LIMIT:
             # kept alive in the entry: its id is not reused while it is there
-            _by_id[id(cast("object", sizes))] = (sizes, buckets, name)
+            _by_id[id(cast("object", sizes))] = (sizes, buckets, dim)
     array = _array(api, x)
     shape: tuple[int, ...] = array.shape
     rank = len(shape)
@@ -355,8 +365,8 @@ def _pad(
         padded = put(out, array.sharding) if array.committed else put(out)
     else:
         padded = _on_host(array, dimension, size, value)
-    if name is not None and not traced:  # a trace pads no batch: only its program is made
-        _count(name, shape, dimension, length, size)
+    if dim is not None and not traced:  # a trace pads no batch: only its program is made
+        _count(dim, shape, dimension, length, size)
     return padded, length
 
 
@@ -379,7 +389,7 @@ def _on_host(
 # The tuples of sizes a serving loop passes on every request, checked once. Bounded, so
 # that a program that makes new ones each call checks them each call instead of growing it.
 _CHECKED_LIMIT = 256
-_by_id: dict[int, tuple[object, tuple[int, ...], str | None]] = {}  # and a Dim's name
+_by_id: dict[int, tuple[object, tuple[int, ...], Dim | None]] = {}  # and a Dim
 _EVERY = (slice(None),) * 64  # the index of a whole axis, before the padded one
 _bisect_left = bisect.bisect_left
 _ZERO = 0  # the default fill; any other 0 (a computed int, a subclass) takes the checks

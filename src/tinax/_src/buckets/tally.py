@@ -1,22 +1,23 @@
-"""The batches padded per combination of buckets: counted where tinax pads a batch.
+"""The batches padded per combination of buckets, counted on the `Dim` padded to.
 
 A cached call never enters Python, so no call can be counted. The batcher's pads can:
-`pad_ragged` and `pad_to_bucket`, given `Dim`s, add each batch they pad here, under
-the combination it was padded to (each `Dim`'s name and the size chosen, in axis
-order: ``rows=4, length=32``), with its real entries and its padded entries.
-`budgets()` reads it back for each object whose buckets declare those names.
+`pad_ragged` and `pad_to_bucket`, given `Dim`s, add each batch they pad to the `Tally`
+of the `Dim` it was padded to (``sizes``', for `pad_ragged` given both): under the
+combination (each `Dim`'s name and the size chosen, in axis order: ``rows=4,
+length=32``), its real entries and its padded entries. `budgets()` reads the tallies of
+the `Dim`s an object's buckets were given. The counts live on the user's `Dim`: none in
+the library, none to reset.
 
-One tally for the process, as the pads are plain functions with no object to hold
-it. Sizes given as plain tuples are not counted: no name ties them to an object's
-buckets. A pad takes no lock (it would cost a pad of a few microseconds a tenth more):
-it appends the batch's real entries to its key's cell, an append being atomic; the
-cells are folded into totals under a lock, by whoever fills one or reads them, and a
-fold removes only what it added up, so threads padding at once are counted exactly.
+A pad takes no lock (it would cost a pad of a few microseconds a tenth more): it
+appends the batch's real entries to its key's cell, an append being atomic; cells are
+folded into totals under a lock, by whoever fills one or reads them, and a fold removes
+only what it added up, so threads padding at once are counted exactly.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import NamedTuple
 
 Combination = tuple[tuple[str, int], ...]
@@ -38,46 +39,68 @@ class Counted(NamedTuple):
     padded: int
 
 
-_FOLD_AT = 1024  # a cell's entries added up, at most: a long-running server stays small
-_lock = threading.Lock()
-_cells: dict[Key, list[int]] = {}  # each batch's real entries, not yet folded
-_totals: dict[Key, list[int]] = {}  # [batches, real entries] folded
+class Tally:
+    """One `Dim`'s counts: each key's real entries per batch not yet folded (``cells``),
+    and ``[batches, real entries]`` folded (``totals``)."""
+
+    __slots__ = ("cells", "totals")
+
+    def __init__(self) -> None:
+        self.cells: dict[Key, list[int]] = {}
+        self.totals: dict[Key, list[int]] = {}
 
 
-def add(key: Key, real: int) -> None:
-    """Counts one batch padded to ``key``, with ``real`` real entries."""
-    cell = _cells.get(key)
+FOLD_AT = 1024  # a cell's entries added up, at most: a long-running server stays small
+_lock = threading.Lock()  # folds only; guards no value a pad reads
+
+
+def add(tally: Tally, key: Key, real: int) -> None:
+    """Counts one batch padded to ``key``, with ``real`` real entries (the pads inline
+    it: a call is a tenth of their cost)."""
+    cell = tally.cells.get(key)
     if cell is None:
-        with _lock:
-            cell = _cells.setdefault(key, [])
+        cell = new_cell(tally, key)
     cell.append(real)
-    if len(cell) >= _FOLD_AT:
-        with _lock:
-            _fold(key, cell)
+    if len(cell) >= FOLD_AT:
+        fold(tally, key, cell)
 
 
-def _fold(key: Key, cell: list[int]) -> None:
-    """Adds up the entries of ``cell`` into its key's totals (under the lock): only
-    those it sees, so appends made meanwhile wait for the next fold."""
+def new_cell(tally: Tally, key: Key) -> list[int]:
+    """``key``'s cell in ``tally``, made once however many threads ask at once."""
+    with _lock:
+        return tally.cells.setdefault(key, [])
+
+
+def fold(tally: Tally, key: Key, cell: list[int]) -> None:
+    """Adds up the entries of ``cell`` into its key's totals, under the lock: only those
+    it sees, so appends made meanwhile wait for the next fold."""
+    with _lock:
+        _fold(tally, key, cell)
+
+
+def _fold(tally: Tally, key: Key, cell: list[int]) -> None:
     seen = len(cell)
     if not seen:
         return
     real = sum(cell[:seen])
     del cell[:seen]  # appends go after them; only a fold, under the lock, removes
-    totals = _totals.get(key)
+    totals = tally.totals.get(key)
     if totals is None:
-        _totals[key] = [seen, real]
+        tally.totals[key] = [seen, real]
     else:
         totals[0] += seen
         totals[1] += real
 
 
-def counted() -> dict[Combination, Counted]:
-    """Every combination counted so far (the axes with a `Dim`, in axis order)."""
+def counted(tallies: Iterable[Tally]) -> dict[Combination, Counted]:
+    """Every combination counted so far in ``tallies`` (each once, however often given),
+    the axes with a `Dim` in axis order."""
+    found: list[tuple[Key, int, int]] = []
     with _lock:
-        for key, cell in list(_cells.items()):
-            _fold(key, cell)
-        found = [(key, batches, real) for key, (batches, real) in _totals.items()]
+        for tally in {id(tally): tally for tally in tallies}.values():
+            for key, cell in list(tally.cells.items()):
+                _fold(tally, key, cell)
+            found.extend((key, batches, real) for key, (batches, real) in tally.totals.items())
     combined: dict[Combination, Counted] = {}
     for key, batches, real in found:
         if len(key) == 4:  # pad_ragged's: rows x length entries a batch
@@ -97,10 +120,3 @@ def counted() -> dict[Combination, Counted]:
             counts = Counted(*(a + b for a, b in zip(earlier, counts, strict=True)))
         combined[combination] = counts
     return combined
-
-
-def clear() -> None:
-    """Forgets every count (a test's fresh start)."""
-    with _lock:
-        _cells.clear()
-        _totals.clear()

@@ -2,11 +2,11 @@
 the lines `budgets()` prints under its table.
 
 A cached call is never counted (it runs no tinax code); `pad_ragged` and
-`pad_to_bucket` count each batch they pad under its `Dim`s' names and sizes
-(`buckets.tally`). An object is shown each combination whose names are all among its
-own `Dim`s': a length-only pad counts for an object whose buckets have rows and length.
-Two objects that declare the same names are shown the same counts: a pad names its
-`Dim`s, never the object the batch is for.
+`pad_to_bucket` count each batch they pad on the `Dim` padded to (`buckets.tally`). An
+object is shown the counts of the `Dim`s its buckets were given, each combination
+whose names are all among its own: a length-only pad counts for an object whose
+buckets have rows and length. Two objects given the same `Dim` are shown the same
+counts: a pad knows its `Dim`s, never the object the batch is for.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from tinax._src.buckets import tally
+from tinax._src.buckets.dims import Buckets
+from tinax._src.buckets.sizes import Dim, tally_of
 from tinax._src.diagnosis import elide, names
 
 if TYPE_CHECKING:
@@ -54,15 +56,18 @@ def records(
 ) -> tuple[BucketPadding, ...]:
     """The combinations counted for each of ``objects`` whose buckets (``declared``)
     name `Dim`s, in the order of ``objects``; per object, most batches first."""
-    counted = tally.counted()
-    if not counted:
-        return ()
     found: list[BucketPadding] = []
     for owner in objects:
         buckets = declared(owner)
         if buckets is None:
             continue
-        own = {dimension.name for dimension in buckets.dimensions if dimension.name}
+        shown = buckets.shown
+        given = shown.axes if isinstance(shown, Buckets) else shown
+        dims = [dim for axes in given.values() for dim in axes.values() if type(dim) is Dim]
+        if not dims:
+            continue
+        counted = tally.counted(tally_of(dim) for dim in dims)
+        own = {dim.name for dim in dims}
         shown = [
             (combination, counts)
             for combination, counts in counted.items()

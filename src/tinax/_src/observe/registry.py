@@ -116,12 +116,13 @@ class Budgets(tuple[Any, ...]):
         """The batches padded per combination of each object's `Dim`s, as data.
 
         A cached call runs no Python, so it cannot be counted; `pad_ragged` and
-        `pad_to_bucket`, given `Dim`s, count each batch they pad under its
-        combination: each `Dim`'s name and the size padded to. Each object whose
-        buckets declare `Dim`s is given every combination whose names are all its
-        own (a length-only pad counts for an object with rows and length). A pad
-        names its `Dim`s, not the object the batch is for: two objects that
-        declare the same names are given the same counts. Read now, at each
+        `pad_to_bucket`, given `Dim`s, count each batch they pad on the `Dim`,
+        under its combination: each `Dim`'s name and the size padded to. Each
+        object is given the counts of the `Dim` objects its buckets were given,
+        every combination whose names are all its own (a length-only pad counts
+        for an object with rows and length). A pad knows its `Dim`s, not the
+        object the batch is for: two objects given one `Dim` are given the same
+        counts, and an equal `Dim` made apart counts apart. Read now, at each
         access. To choose buckets: a combination with many batches and a large
         share of padding wants a size between its own and the one below.
 
