@@ -195,3 +195,44 @@ def test_any_nesting_of_containers_is_put_back_as_it_was(kinds):
     assert jax.tree.structure(fixed) == jax.tree.structure(batch)
     shapes = [leaf.shape for leaf in jax.tree.leaves(fixed) if getattr(leaf, "ndim", 0) == 2]
     assert shapes == [(2, 32)]
+
+
+LENGTH = tinax.jit.Dim("length", SIZES)
+
+
+def total_beside(batch, other):
+    return total(batch) + other.sum(-1)
+
+
+def tied_step():
+    """``batch``'s arrays and ``other`` share one Dim on axis 1."""
+    return bounded_jit(
+        total_beside, max_traces=3, buckets={"batch": {1: LENGTH}, "other": {1: LENGTH}}
+    )
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_the_fix_for_tied_axes_that_differ_pasted_runs_and_compiles_nothing_new(kind):
+    """Each size a bucket, but the arrays under ``batch`` at 16 where ``other`` is at 32:
+    the fix pads them to 32 as code, and puts each back into its container."""
+    make = MAKERS[kind]
+    step = tied_step()
+    step(make(ones(32), ones(32)), ones(32))
+    batch, other = make(ones(16), ones(16)), ones(32)
+    with pytest.raises(TraceBudgetError) as info:
+        step(batch, other)
+    text = str(info.value)
+    assert "Dim 'length': pad batch axis 1 to 32, its size that holds them all:" in text
+    lines = [line.strip() for line in text.splitlines() if " before the call: " in line]
+    assert lines and all("(32,)" in line for line in lines if "pad_to_bucket" in line)
+    fixed = pasted(lines, batch)
+    assert type(fixed) is type(batch)
+    expected = jax.jit(total_beside)(make(ones(16), ones(16)), ones(16))  # zeros add nothing
+    np.testing.assert_array_equal(step(fixed, other), expected + 16)
+    assert step.traces_used == 1
+    fresh = make(ones(16), ones(16))  # explain's fix, pasted as written, alike
+    fix = step.explain(fresh, other).shape_fix
+    assert fix[0] == "Dim 'length': pad batch axis 1 to 32, its size that holds them all:"
+    code = [line for line in fix if " before the call: " in line]
+    np.testing.assert_array_equal(step(pasted(code, fresh), other), expected + 16)
+    assert step.traces_used == 1

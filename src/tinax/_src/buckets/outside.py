@@ -97,11 +97,14 @@ class Miss(NamedTuple):
 
 class Untied(NamedTuple):
     """Axes given one `Dim` that take different sizes in a call: ``axes`` is each axis's
-    path, axis number and size, in declaration order."""
+    path, axis number and size, in declaration order; ``short``, the padding of each
+    axis shorter than the size that holds them all, as a `Miss` to that one size (its
+    arrays, and how each is put back)."""
 
     name: str
     sizes: tuple[int, ...]
     axes: tuple[tuple[str, int, int], ...]
+    short: tuple[Miss, ...] = ()
 
     @property
     def paddable(self) -> bool:
@@ -119,6 +122,8 @@ class Untied(NamedTuple):
         return f"Dim {self.name!r}: {shown}; the axes given one Dim take one size"
 
     def fixes(self) -> list[str]:
+        """The fix: each shorter axis padded to the size that holds them all, as code to
+        run before the call (`Miss.fixes` to that one size), or else split the input."""
         largest = max(size for _, _, size in self.axes)
         if largest > self.sizes[-1]:
             return [
@@ -126,13 +131,23 @@ class Untied(NamedTuple):
                 "(its largest size), or add a larger size to the Dim and raise max_traces "
                 "with it"
             ]
-        target = next(size for size in self.sizes if size >= largest)
+        target = untied_target(self.sizes, self.axes)
         short = ", ".join(f"{path} axis {axis}" for path, axis, size in self.axes if size < target)
+        code = [line for miss in self.short for line in miss.fixes()]
         return [
-            f"Dim {self.name!r}: pad {short} to {target}, its size that holds them all",
+            f"Dim {self.name!r}: pad {short} to {target}, its size that holds them all"
+            + (":" if code else ""),
+            *code,
             "or, where those axes differ by design, give each its own Dim and raise max_traces "
             "to the combinations",
         ]
+
+
+def untied_target(sizes: tuple[int, ...], axes: Sequence[tuple[str, int, int]]) -> int:
+    """The size of ``sizes`` that holds every axis of ``axes`` (the largest size past
+    them all: there is none to pad to)."""
+    largest = max(size for _, _, size in axes)
+    return next((size for size in sizes if size >= largest), sizes[-1])
 
 
 class RuledOut(NamedTuple):
@@ -266,7 +281,9 @@ def misses(api: str, buckets: Declared, call: TracedSignature) -> tuple[Outside,
     size is a bucket, a combination that ``where`` rules out."""
     found: list[Outside] = []
     taken: dict[int, int] = {}  # each declared axis whose arrays agree: its size
+    held: dict[int, list[Leaf]] = {}  # and its arrays
     for index, (entry, leaves, sizes) in enumerate(_grouped(api, buckets, call)):
+        held[index] = leaves
         if len(sizes) > 1:
             others = ", ".join(
                 f"{leaf.path} {cast('tuple[int, ...]', leaf.shape)[entry.axis]}"
@@ -294,7 +311,19 @@ def misses(api: str, buckets: Declared, call: TracedSignature) -> tuple[Outside,
             if index in taken
         ]
         if dimension.name is not None and len({size for _, _, size in axes}) > 1:
-            found.append(Untied(dimension.name, dimension.sizes, tuple(axes)))
+            target = untied_target(dimension.sizes, axes)
+            short: list[Miss] = []
+            for index in dimension.entries:
+                if index not in taken or taken[index] >= target:
+                    continue
+                entry, arrays = buckets.entries[index], tuple(leaf.path for leaf in held[index])
+                puts = writes(call, arrays[:_LISTED])
+                short.append(
+                    Miss(
+                        entry.path, entry.axis, taken[index], (target,), arrays=arrays, writes=puts
+                    )
+                )
+            found.append(Untied(dimension.name, dimension.sizes, tuple(axes), tuple(short)))
     allowed = buckets.allowed
     if found or allowed is None:
         return tuple(found)
