@@ -472,3 +472,51 @@ def test_the_benchmarks_picture_reads_a_table_of_each_of_its_sections(monkeypatc
         tables = plot.tables(BENCHMARKS_PAGE.read_text(), (section,))
         assert tables, f"no results table under the heading {section!r}"
         assert all(plot.bars(table) for table in tables)  # bars() raises on a missing baseline
+
+
+def _prose(text):
+    """``text`` without its fenced blocks and inline code: what a reader reads as claims."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", text, flags=re.DOTALL))
+
+
+_FIGURE = re.compile(r"(?<![\d.\w])\d\.\d{3}(?![\d.\w])|(?<![\d.\w])\d\.\d{2}x(?!\w)")
+"""A benchmark figure as the docs write one: a ratio to three places, or ``1.03x``."""
+
+
+def test_every_figure_in_the_benchmarks_prose_is_in_one_of_its_tables():
+    """The tables are the runs' results, pasted; the text around them quotes them and
+    nothing else, so that a figure lives in one place (a rerun, another JAX, a figure of
+    before lives in a table of its own, or not on the page)."""
+    page = _prose((ROOT / "docs" / "benchmarks.md").read_text())
+    in_tables = {
+        figure
+        for line in page.splitlines()
+        if line.startswith("|")
+        for figure in re.findall(r"\d+\.\d+", line)
+    }
+    quoted = [
+        (figure, line.strip())
+        for line in page.splitlines()
+        if not line.startswith("|")
+        for figure in _FIGURE.findall(line)
+    ]
+    assert quoted, "the benchmarks page quotes no figure: the check reads nothing"
+    assert [(figure, line) for figure, line in quoted if figure not in in_tables] == []
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "README.md",
+        *(
+            str(path.relative_to(ROOT))
+            for path in sorted((ROOT / "docs").glob("**/*.md"))
+            if path.name not in ("benchmarks.md", "changelog.md") and "decisions" not in path.parts
+        ),
+    ],
+)
+def test_a_guide_quotes_no_benchmark_figure_of_its_own(page):
+    """A guide names the benchmarks page's row instead of copying its figure, which would
+    go stale apart from it (design notes record the figures a decision was made on)."""
+    text = _prose((ROOT / page).read_text())
+    assert [line.strip() for line in text.splitlines() if _FIGURE.search(line)] == []
