@@ -4,8 +4,9 @@ defines, the later blocks of the page use. Usage: ``python doc_page.py PAGE``.
 sybil parses the page and keeps one namespace per document; on top of its code-block
 parser, the evaluators here check that a ``text`` block right after a Python block shows
 what that block printed (addresses and durations masked), or the exception it raised.
-A text block after a block that prints nothing shows an example's output, which
-tests/test_examples.py checks. Prints one line per Python block run; exits non-zero at
+A text block after a block that prints nothing, or on a page whose outputs an example
+printed, shows an example's output, which tests/test_examples.py and the tests of its
+subject check. Prints one line per Python block run; exits non-zero at
 the first failure.
 """
 
@@ -20,7 +21,10 @@ from sybil import Example, Sybil
 from sybil.evaluators.python import pad
 from sybil.parsers.markdown import CodeBlockParser
 
-PENDING = "_doc_page_pending"  # in the document's namespace: (output, exception) unshown
+PENDING = "_doc_page_pending"
+# A page whose outputs an example printed says so; tests/test_examples.py (and the tests of
+# its subject) keep those text blocks equal to that example's output.
+FROM_AN_EXAMPLE = re.compile(r"^Every output (on this page|below) was produced by `examples/", re.M)  # in the document's namespace: (output, exception) unshown
 
 
 def masked(text: str) -> str:
@@ -54,6 +58,8 @@ def run_python(example: Example) -> None:
 
 def check_text(example: Example) -> None:
     output, error = example.namespace.pop(PENDING, ("", None))
+    if FROM_AN_EXAMPLE.search(example.document.text):
+        output = ""  # the example's output: its test compares it
     shown = example.parsed
     if error is not None:
         name = type(error).__name__
