@@ -390,15 +390,6 @@ class TestVersion:
         assert headings[0] == tinax.__version__
 
 
-def test_home_page_example_runs_and_prints_what_the_page_shows(capsys):
-    page = (ROOT / "docs" / "index.md").read_text()
-    example = re.search(r"```python\n(.*?)```", page, flags=re.DOTALL).group(1)
-    shown = re.search(r"```text\n(.*?)```", page, flags=re.DOTALL).group(1)
-    exec(compile(example, "example.py", "exec"), {"__name__": "example"})
-    printed = capsys.readouterr().out
-    assert shown in printed
-
-
 def test_every_design_note_is_linked_from_a_guide():
     """The notes of docs/decisions/ say why; a reader reaches each from the guide (or the
     architecture page) about its topic, not only from their index."""

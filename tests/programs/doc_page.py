@@ -21,10 +21,10 @@ from sybil import Example, Sybil
 from sybil.evaluators.python import pad
 from sybil.parsers.markdown import CodeBlockParser
 
-PENDING = "_doc_page_pending"
+PENDING = "_doc_page_pending"  # in the document's namespace: (output, exception) unshown
 # A page whose outputs an example printed says so; tests/test_examples.py (and the tests of
 # its subject) keep those text blocks equal to that example's output.
-FROM_AN_EXAMPLE = re.compile(r"^Every output (on this page|below) was produced by `examples/", re.M)  # in the document's namespace: (output, exception) unshown
+FROM_AN_EXAMPLE = re.compile(r"^Every output (on this page|below) was produced by `examples/", re.M)
 
 
 def masked(text: str) -> str:
@@ -32,7 +32,7 @@ def masked(text: str) -> str:
     file and line of the code (a page shows them as ``example.py:4``)."""
     text = re.sub(r"0x[0-9a-f]+", "0x…", text)
     text = re.sub(r"[\w./-]+\.(py|md):\d+", "<where>", text)
-    return re.sub(r"\d+(\.\d+)? ?(ms|s|µs)\b", "<time>", text).strip()
+    return re.sub(r"\d+(\.\d+)? ?(us|ms|s|µs)\b", "<time>", text).strip()
 
 
 def unshown(example: Example) -> None:
