@@ -68,6 +68,11 @@ RETURN_TYPES = {
 # for overlapping and unknown argnames when it wraps, and accepts duplicates silently. Our
 # docstring says precisely what tinax adds instead.
 PROSE_CORRECTIONS = {
+    # The budget is tinax's own, per object (chex's is a global counter per definition
+    # site), and what is validated when the object is built is its options.
+    "wraps jax.jit with a Chex trace budget validated at wrap time, ": (
+        "wraps jax.jit with a trace budget, its options validated when the object is built, "
+    ),
     "static_argnames/donate_argnames overlap or duplication is caught here; raw jax.jit only "
     "raises on first invocation, which can be arbitrarily deep in a loop. ": (
         "static_argnames/donate_argnames overlap or duplication is caught here. Raw jax.jit "
