@@ -68,6 +68,11 @@ RETURN_TYPES = {
 # for overlapping and unknown argnames when it wraps, and accepts duplicates silently. Our
 # docstring says precisely what tinax adds instead.
 PROSE_CORRECTIONS = {
+    # The budget is tinax's own, per object (chex's is a global counter per definition
+    # site), and what is validated when the object is built is its options.
+    "wraps jax.jit with a Chex trace budget validated at wrap time, ": (
+        "wraps jax.jit with a trace budget, its options validated when the object is built, "
+    ),
     "static_argnames/donate_argnames overlap or duplication is caught here; raw jax.jit only "
     "raises on first invocation, which can be arbitrarily deep in a loop. ": (
         "static_argnames/donate_argnames overlap or duplication is caught here. Raw jax.jit "
@@ -388,15 +393,6 @@ class TestVersion:
         headings = re.findall(r"^## \[([^\]]+)\]", (ROOT / "CHANGELOG.md").read_text(), re.M)
         assert headings, "CHANGELOG.md has no version heading"
         assert headings[0] == tinax.__version__
-
-
-def test_home_page_example_runs_and_prints_what_the_page_shows(capsys):
-    page = (ROOT / "docs" / "index.md").read_text()
-    example = re.search(r"```python\n(.*?)```", page, flags=re.DOTALL).group(1)
-    shown = re.search(r"```text\n(.*?)```", page, flags=re.DOTALL).group(1)
-    exec(compile(example, "example.py", "exec"), {"__name__": "example"})
-    printed = capsys.readouterr().out
-    assert shown in printed
 
 
 def test_every_design_note_is_linked_from_a_guide():
