@@ -68,6 +68,8 @@ RETURN_TYPES = {
 # for overlapping and unknown argnames when it wraps, and accepts duplicates silently. Our
 # docstring says precisely what tinax adds instead.
 PROSE_CORRECTIONS = {
+    # The budget is tinax's, not chex's (chex counts per definition site, process-wide).
+    "with an exact Chex trace budget": "with an exact trace budget",
     # The budget is tinax's own, per object (chex's is a global counter per definition
     # site), and what is validated when the object is built is its options.
     "wraps jax.jit with a Chex trace budget validated at wrap time, ": (

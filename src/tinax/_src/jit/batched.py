@@ -214,7 +214,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     propagate_updates: bool | None = None,
     buckets: ShapeBuckets | Buckets | None = None,
 ) -> BatchedJit[R]:
-    """Batch a callable with jax.vmap, then JIT it with an exact Chex trace budget.
+    """Batch a callable with jax.vmap, then JIT it with an exact trace budget.
 
     in_axes/out_axes are passed through unvalidated: raw jax.vmap already gives
     clear, specific errors for a malformed axis specification. axis_size is

@@ -160,7 +160,7 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     propagate_updates: bool | None = None,
     buckets: ShapeBuckets | Buckets | None = None,
 ) -> BoundedJit[P, R]:
-    """JIT a callable with an exact Chex trace budget, validated at wrap time, not first call.
+    """JIT a callable with an exact trace budget, validated at wrap time, not first call.
 
     static_argnames/donate_argnames overlap or duplication is caught here. Raw
     jax.jit (0.10.2) raises for overlapping and unknown argnames when it wraps
