@@ -161,3 +161,24 @@ def test_indivisible_names_the_size_and_the_mesh_axis(devices, size):
             f"args[0] is f32[{size},3], its axis 0 sharded over mesh axis 'x' ({devices} "
             f"devices): {size} is no multiple of {devices}"
         )
+
+
+def _double(x):
+    return x * 2
+
+
+@pytest.mark.parametrize(
+    ("sizes", "shown"),
+    [
+        ((4,), "(4,)"),
+        ((4, 8), "(4, 8)"),
+        (tuple(range(4, 30, 2)), "(4, 6, 8, 10, 12, 14, ..., 24, 26, 28)"),  # elided past 12
+    ],
+)
+def test_the_buckets_of_a_miss_are_written_as_python_writes_the_tuple(sizes, shown):
+    # One size is (4,), not (4): the text is the buckets= value the user wrote.
+    step = bounded_jit(_double, max_traces=len(sizes), buckets={"x": {0: sizes}})
+    step(jnp.ones(sizes[0]))
+    with pytest.raises(TraceBudgetError) as caught:
+        step(jnp.ones(3))
+    assert f"  x, axis 0: 3 is no bucket of {shown}: pad it to 4 (x: f32[3])" in str(caught.value)

@@ -20,10 +20,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tinax._src.core.statics import Statics
+from tinax._src.core.validation import describe
 from tinax._src.jit import batched, bounded, jax_options, options
 from tinax.jit import BatchedJit, BoundedJit, TraceBudgetError, batched_jit, bounded_jit
 
@@ -543,6 +546,149 @@ class TestPassedOnlyWhenGiven:
         step = BoundedJit(scaled, max_traces=1, static_argnums=[1], donate_argnums=np.int64(0))
         assert (step.static_argnums, step.donate_argnums) == ((1,), (0,))
         assert step.static_argnames == ()
+
+
+# --- jax.jit's own defaults port unchanged --------------------------------------------------
+
+# jax.jit's keyword options with the defaults its signature declares: what code that
+# forwards jax.jit's options passes when its caller gave none.
+JAX_JIT_DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(jax.jit).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+}
+
+
+class TestJaxJitDefaultsPort:
+    """Every default of ``jax.jit``'s signature (``None`` for the argnames and argnums,
+    device, backend and compiler options) is accepted and means what leaving it out means."""
+
+    def test_jax_jit_takes_none_for_the_argnames(self):
+        # The case this covers: jax.jit's default for the names is None, not ().
+        assert JAX_JIT_DEFAULTS["static_argnames"] is None
+        assert JAX_JIT_DEFAULTS["donate_argnames"] is None
+        assert set(JAX_JIT_DEFAULTS) <= set(options.SIGNATURES["BoundedJit"])
+
+    @pytest.mark.parametrize("factory", [bounded_jit, batched_jit, BoundedJit, BatchedJit])
+    def test_forwarded_defaults_behave_as_omitted(self, monkeypatch, factory):
+        calls = []
+        real = jax.jit
+
+        def spy(function, **kwargs):
+            calls.append(kwargs)
+            return real(function, **kwargs)
+
+        monkeypatch.setattr(jax, "jit", spy)
+        x, n, y = jnp.arange(4.0).reshape(1, 4), jnp.full((1, 1), 2.0), jnp.ones((1, 4))
+        omitted = factory(scaled, max_traces=1)
+        forwarded = factory(scaled, max_traces=1, **JAX_JIT_DEFAULTS)
+        np.testing.assert_array_equal(forwarded(x, n, y), omitted(x, n, y))
+        assert calls == [{}, {}]  # jax.jit is given nothing, as when they are left out
+        for name in ("static_argnames", "donate_argnames"):
+            assert getattr(forwarded, name) == getattr(omitted, name) == ()
+        assert repr(forwarded) == repr(omitted)
+        assert forwarded.traces_used == omitted.traces_used == 1
+
+    @pytest.mark.parametrize("name", ["static_argnames", "donate_argnames"])
+    def test_none_names_next_to_argnums_still_let_jax_infer_them(self, monkeypatch, name):
+        # Omitted, the names are inferred from the numbers (jax.jit given only the numbers);
+        # an explicit () would stop that. None must be omission, not ().
+        calls = []
+        real = jax.jit
+
+        def spy(function, **kwargs):
+            calls.append(kwargs)
+            return real(function, **kwargs)
+
+        monkeypatch.setattr(jax, "jit", spy)
+        numbers = name.replace("names", "nums")
+        given = {numbers: 1}
+        omitted = bounded_jit(scaled, max_traces=2, **given)
+        forwarded = bounded_jit(scaled, max_traces=2, **given, **{name: None})
+        assert omitted._jitted is not None and forwarded._jitted is not None
+        assert calls == [{numbers: (1,)}, {numbers: (1,)}]
+
+    def test_none_static_argnames_keeps_a_keyword_argnum_static(self):
+        # n given by keyword is static only through the name jax.jit infers from argnum 1.
+        def repeat(x, n):
+            return x * len(range(n))
+
+        step = bounded_jit(repeat, max_traces=1, static_argnums=1, static_argnames=None)
+        assert step(jnp.ones(2), n=3).tolist() == [3.0, 3.0]
+        assert jax.jit(repeat, static_argnums=1, static_argnames=None)(
+            jnp.ones(2), n=3
+        ).tolist() == [
+            3.0,
+            3.0,
+        ]
+
+
+_ORDERED = "a str or an ordered sequence (tuple, list) of str"
+_NAMES = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
+_NOT_NAMES = st.one_of(
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.binary(max_size=4),
+    st.frozensets(_NAMES, max_size=3),
+    st.sets(_NAMES, max_size=3),
+    st.dictionaries(_NAMES, st.integers(), max_size=2),
+    st.just(object),
+)
+_NOT_A_NAME = st.one_of(st.none(), st.integers(), st.booleans(), st.binary(max_size=3))
+PROPERTY = settings(max_examples=60, deadline=None)
+
+
+class TestBadArgnamesStillRefused:
+    """Accepting None changed nothing else: every other value that is not names gets the
+    documented error, naming the argument, the value and what was expected."""
+
+    @pytest.mark.parametrize("make", [bounded_jit, batched_jit])
+    @pytest.mark.parametrize("name", ["static_argnames", "donate_argnames"])
+    @PROPERTY
+    @given(value=_NOT_NAMES)
+    def test_a_value_that_is_not_names_is_a_type_error(self, make, name, value):
+        api = "BoundedJit" if make is bounded_jit else "BatchedJit"
+        with pytest.raises(TypeError) as caught:
+            make(scaled, max_traces=1, **{name: value})
+        assert str(caught.value) == f"{api}: {name} must be {_ORDERED}; got {describe(value)}."
+
+    @pytest.mark.parametrize("make", [bounded_jit, batched_jit])
+    @pytest.mark.parametrize("name", ["static_argnames", "donate_argnames"])
+    @PROPERTY
+    @given(
+        before=st.lists(_NAMES, max_size=2, unique=True),
+        entry=_NOT_A_NAME,
+        as_list=st.booleans(),
+    )
+    def test_an_entry_that_is_not_a_str_is_a_type_error(self, make, name, before, entry, as_list):
+        api = "BoundedJit" if make is bounded_jit else "BatchedJit"
+        value = [*before, entry] if as_list else (*before, entry)
+        with pytest.raises(TypeError) as caught:
+            make(scaled, max_traces=1, **{name: value})
+        expected = f"{api}: {name}[{len(before)}] must be a str; got {describe(entry)}."
+        assert str(caught.value) == expected
+
+    @pytest.mark.parametrize("make", [bounded_jit, batched_jit])
+    @pytest.mark.parametrize("name", ["static_argnames", "donate_argnames"])
+    @PROPERTY
+    @given(names=st.lists(_NAMES, min_size=1, max_size=3, unique=True), data=st.data())
+    def test_an_empty_or_repeated_name_is_a_value_error(self, make, name, names, data):
+        api = "BoundedJit" if make is bounded_jit else "BatchedJit"
+        repeated = data.draw(st.sampled_from(names))
+        value = (*names, repeated)
+        with pytest.raises(ValueError) as caught:
+            make(scaled, max_traces=1, **{name: value})
+        assert str(caught.value) == (
+            f"{api}: {name} must be free of duplicates ({repeated!r} appears twice); "
+            f"got {describe(value)}."
+        )
+        with pytest.raises(ValueError) as caught:
+            make(scaled, max_traces=1, **{name: (*names, "")})
+        assert (
+            str(caught.value)
+            == f"{api}: {name}[{len(names)}] must be a non-empty str; got '' (str)."
+        )
 
 
 # --- validation at wrap time ---------------------------------------------------------------

@@ -5,7 +5,9 @@ returns it) and a cycle, and where tinax refuses instead, with a message."""
 
 import collections
 import functools
+import gc
 import sys
+import weakref
 from pathlib import Path
 
 import jax
@@ -544,6 +546,77 @@ class TestReturnedObjects:
         m = Counted()
         out = bounded_jit(lambda m: m.counter, max_traces=1, propagate_updates=True).eval_shape(m)
         assert out is m.counter
+
+
+def bump(m, x):
+    m.counter[...] += 1
+    return m.a(x)
+
+
+class TestWhatTheWrapperHolds:
+    """The wrapper holds the caller's objects weakly: one the caller drops is freed, as
+    under nnx.jit, and the objects still alive keep their flattening (no new trace)."""
+
+    def test_a_model_the_caller_drops_is_freed(self):
+        step = bounded_jit(bump, max_traces=1, propagate_updates=True)
+        dropped = []
+        for seed in range(4):
+            m = Counted(seed)
+            step(m, jnp.ones(2))
+            assert float(m.counter[...]) == 1.0  # written back
+            dropped.append(weakref.ref(m))
+            del m
+        gc.collect()
+        assert [ref() for ref in dropped] == [None] * 4
+        assert step._jitted._entries == {}
+        assert step.traces_used == 1
+
+    def test_models_alive_are_still_written_back_when_others_are_dropped(self):
+        step = bounded_jit(bump, max_traces=1, propagate_updates=True)
+        train, evaluate = Counted(0), Counted(1)
+        step(train, jnp.ones(2))
+        dropped = Counted(2)
+        step(dropped, jnp.ones(2))
+        gone = weakref.ref(dropped)
+        del dropped
+        gc.collect()
+        for _ in range(3):
+            step(train, jnp.ones(2))
+            step(evaluate, jnp.ones(2))
+        assert gone() is None
+        assert (float(train.counter[...]), float(evaluate.counter[...])) == (4.0, 3.0)
+        assert len(step._jitted._entries) == 2  # one flattening per live model, kept
+        assert step.traces_used == 1
+
+    def test_the_arrays_of_a_dropped_model_are_freed_with_it(self):
+        step = bounded_jit(bump, max_traces=1, propagate_updates=True)
+        m = Counted()
+        step(m, jnp.ones(2))
+        kernel = weakref.ref(m.a.kernel[...])
+        del m
+        gc.collect()
+        assert kernel() is None
+
+    def test_a_variable_passed_on_its_own_is_held_only_while_it_is_the_last(self):
+        # A Variable takes no weak reference: its call's flattening is the last one kept.
+        def add(m, v, x):
+            m.counter[...] += v[...]
+            return x
+
+        step = bounded_jit(add, max_traces=1, propagate_updates=True)
+        m, v = Counted(), nnx.Variable(jnp.full((), 2.0))
+        held = weakref.ref(v[...])
+        step(m, v, 1.0)
+        step(m, v, 1.0)
+        assert float(m.counter[...]) == 4.0
+        assert len(step._jitted._entries) == 1
+        del v
+        gc.collect()
+        assert held() is not None  # the last set passed
+        step(m, nnx.Variable(jnp.full((), 1.0)), 1.0)
+        gc.collect()
+        assert held() is None
+        assert float(m.counter[...]) == 5.0
 
 
 class TestRefs:

@@ -124,14 +124,38 @@ class TestLogging:
         assert record.levelno == logging.INFO
         assert "retrace, trace 2" in record.getMessage()
 
-    def test_refused_trace_is_a_warning_record_with_the_error(self, make_bounded, tinax_log):
+    def test_refused_trace_is_a_one_line_warning_pointing_at_the_error(
+        self, make_bounded, tinax_log
+    ):
+        # With logging on, the diagnosis is printed once, by the error the caller gets;
+        # the record is one line that says which trace was refused and where to look.
         step = make_bounded(double, max_traces=1)
         step(jnp.ones(3))
         with pytest.raises(TraceBudgetError) as info:
             step(jnp.ones(4))
         records = tinax_log()
         assert [record.levelno for record in records] == [logging.DEBUG, logging.WARNING]
-        assert records[1].getMessage() == str(info.value)
+        line = records[1].getMessage()
+        assert line == (
+            f"double ({info.value.location}): trace 2 is over max_traces=1 and is refused "
+            "(on_exceed='raise'); x: f32[3] -> f32[4] (shape); the TraceBudgetError raised "
+            "now has the diagnosis."
+        )
+        assert "How to fix" in str(info.value)  # the diagnosis is the error's
+        assert "How to fix" not in line and "Closest earlier trace" not in line
+
+    def test_a_refusal_outside_the_buckets_is_one_line_too(self, make_bounded, tinax_log):
+        step = make_bounded(double, max_traces=2, buckets={"x": {0: (4, 8)}}, on_exceed="raise")
+        step(jnp.ones(4))
+        with pytest.raises(TraceBudgetError) as info:
+            step(jnp.ones(5))
+        (line,) = [r.getMessage() for r in tinax_log() if r.levelno == logging.WARNING]
+        assert line.startswith(
+            f"double ({info.value.location}): trace 2 is outside its shape buckets and is "
+            "refused (on_exceed='raise'); x, axis 0: 5 is no bucket of (4, 8)"
+        )
+        assert line.endswith("; the TraceBudgetError raised now has the diagnosis.")
+        assert "\n" not in line and "How to fix" in str(info.value)
 
     def test_cached_call_makes_no_record(self, make_bounded, tinax_log):
         step = make_bounded(double, max_traces=1)

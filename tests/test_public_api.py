@@ -1,6 +1,10 @@
 """The public surface: what tinax.jit exports, and where it says it lives."""
 
+import importlib
 import inspect
+import types
+
+import pytest
 
 import tinax
 import tinax.jit
@@ -98,3 +102,14 @@ def test_warm_start_lives_at_the_top_of_the_package():
     assert list(parameters) == ["path", "workers"]
     assert parameters["workers"].kind is inspect.Parameter.KEYWORD_ONLY
     assert parameters["workers"].default is None
+
+
+@pytest.mark.parametrize("name", ["tinax", "tinax.jit", "tinax.parallel", "tinax.testing"])
+def test_public_modules_show_only_their_names(name):
+    # What dir() and autocomplete offer: the names of __all__ (and submodules), nothing
+    # a module imported for itself (typing.TYPE_CHECKING).
+    module = importlib.import_module(name)
+    shown = {entry for entry in dir(module) if not entry.startswith("_")}
+    submodules = {entry for entry in shown if isinstance(getattr(module, entry), types.ModuleType)}
+    assert shown - submodules == set(module.__all__) - submodules - {"__version__"}
+    assert "TYPE_CHECKING" not in vars(module)

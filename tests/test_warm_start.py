@@ -1406,3 +1406,27 @@ def test_the_compile_threads_run_at_the_lowest_priority_and_the_program_at_its_o
     pool.submit(lambda: None)  # wakes the thread, which sees stopped and ends
     assert seen["worker"] == 19
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+
+
+def _identity(x):
+    return x
+
+
+def test_a_miss_explained_against_a_recorded_signature_calls_no_trace_a_retrace():
+    # Warm start explains this run's trace (trace 1, say) against another run's recorded
+    # signature: no "earlier trace #N" of this object, no "JAX traced again".
+    from tinax._src.diagnosis import diff_lines
+
+    step = tinax.jit.bounded_jit(_identity, max_traces=1)
+    step(jnp.ones(3))
+    (entry,) = step.traced_signatures
+    recorded = entry.numbered(3)  # the recorded run's trace 3, the same signature
+    lines = diff_lines.explanation_lines(
+        recorded, (), entry, closest_label="Closest recorded signature"
+    )
+    assert lines == ["Closest recorded signature matches this call in all it records."]
+    text = "\n".join(lines)
+    assert "#" not in text and "again" not in text and "earlier trace" not in text
+    # Without the label (a retrace of this object), the words of a retrace stay.
+    plain = diff_lines.explanation_lines(recorded, (), entry)
+    assert plain[0] == "Closest earlier trace: #3, which this call matches exactly."

@@ -14,6 +14,7 @@ from tinax._src.testing.scopes import no_new_traces as no_new_traces
 
 if TYPE_CHECKING:
     from tinax._src.testing.strategies import arguments as arguments
+del TYPE_CHECKING  # not a name of this module (dir(), autocomplete)
 
 __all__ = ["arguments", "no_new_compiles", "no_new_traces"]
 

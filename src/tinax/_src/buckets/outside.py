@@ -214,8 +214,9 @@ def fix_lines(found: Sequence[Outside]) -> list[str]:
 
 
 def _sizes_text(sizes: tuple[int, ...]) -> str:
+    """The sizes as Python writes a tuple of them (``(4,)`` for one), elided past 12."""
     if len(sizes) <= 12:
-        return f"({', '.join(map(str, sizes))})"
+        return repr(tuple(int(size) for size in sizes))
     return f"({', '.join(map(str, sizes[:6]))}, ..., {', '.join(map(str, sizes[-3:]))})"
 
 

@@ -39,6 +39,13 @@ def explanation_lines(
     """
     if best is None:
         return [_first_call_line(signature)]
+    if not found and closest_label is not None:  # another run's trace: no retrace here
+        how = (
+            "matches this call in all it records"
+            if reuse.matches(best, signature)
+            else ("differs from this call in a way the recorded signature does not show")
+        )
+        return [fit(f"{closest_label} {how}.")]
     if not found:
         if reuse.matches(best, signature):
             because = "its cache was emptied (jax.clear_caches() or clear_cache())"

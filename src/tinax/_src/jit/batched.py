@@ -252,11 +252,11 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
             an `in_axes` tuple with an entry per positional argument has the
             static ones' entries dropped. Defaults to none.
         static_argnames: As `jax.jit`: argument names to treat as static; not
-            batched. Defaults to none.
+            batched. Defaults to none. `None`, `jax.jit`'s default, means the same.
         donate_argnums: As `jax.jit`: positional argument indices whose buffers may
             be donated. Defaults to none.
         donate_argnames: As `jax.jit`: argument names whose buffers may be
-            donated. Defaults to none.
+            donated. Defaults to none. `None`, `jax.jit`'s default, means the same.
         in_shardings: As `jax.jit`, for the batched arguments. Defaults to
             unspecified.
         out_shardings: As `jax.jit`, for the batched outputs. Defaults to

@@ -183,7 +183,9 @@ def bounded_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
         function: Callable to JIT-compile.
         max_traces: Maximum number of distinct traces to permit. Must be non-negative.
         static_argnames: Keyword argument names to treat as static. Defaults to none.
+            `None`, `jax.jit`'s default, means the same.
         donate_argnames: Keyword argument names whose buffers may be donated. Defaults to none.
+            `None`, `jax.jit`'s default, means the same.
         mesh: Mesh to enter around every call, or `None` to use the ambient mesh.
         on_exceed: What a trace over the budget does: ``"raise"`` (raise
             `TraceBudgetError`, as with no policy set), ``"warn"`` (emit a

@@ -289,6 +289,12 @@ def parse(
     returns them, where that is not their default.
     """
     static_argnames, donate_argnames = values["static_argnames"], values["donate_argnames"]
+    # jax.jit's own default for the names is None: given (by code that forwards jax.jit's
+    # options), it means what leaving them out means, so JAX still infers them from argnums.
+    if static_argnames is None:
+        static_argnames = NO_NAMES
+    if donate_argnames is None:
+        donate_argnames = NO_NAMES
     static_argnums, donate_argnums = values["static_argnums"], values["donate_argnums"]
     in_shardings, out_shardings = values["in_shardings"], values["out_shardings"]
     static = (

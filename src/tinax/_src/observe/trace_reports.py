@@ -30,12 +30,11 @@ def refused(
     call: TracedSignature,
     buckets: declared.Declared | None = None,
 ) -> TraceBudgetError:
-    """The error for a trace refused by the budget, logged at ``WARNING`` first; its shape
-    fix is true of the object's ``buckets`` where it declares some."""
+    """The error for a trace refused by the budget, with a one-line ``WARNING`` record
+    first; its shape fix is true of the object's ``buckets`` where it declares some."""
     fix = _shape_fix(buckets, history, call)
-    return _refusal(
-        report.budget_error(function, max_traces, used, attempt, history, call, shape_fix=fix)
-    )
+    error = report.budget_error(function, max_traces, used, attempt, history, call, shape_fix=fix)
+    return _refusal(error, attempt, f"is over max_traces={max_traces}")
 
 
 def _shape_fix(
@@ -47,10 +46,18 @@ def _shape_fix(
     return outside.shape_fix("", buckets, compare.closest(history, call)[0], call)
 
 
-def _refusal(error: TraceBudgetError) -> TraceBudgetError:
-    """``error``, logged at ``WARNING`` and, under ``fail_fast``, ending the whole job."""
+_REFUSED = "is refused (on_exceed='raise')"
+
+
+def _refusal(
+    error: TraceBudgetError, attempt: int, what: str, first: str | None = None
+) -> TraceBudgetError:
+    """``error``, to raise, and under ``fail_fast`` ending the whole job. Its ``WARNING``
+    record is one line that points at it (`_pointer`): with logging on, the diagnosis is
+    printed once, by the error, which reaches the caller whatever logging does (the record
+    stays, for a log that must show every refusal, one caught and dropped among them)."""
     if logger.isEnabledFor(logging.WARNING):
-        logger.warning("%s", error)
+        logger.warning("%s", _pointer(error, what, first, attempt, _REFUSED))
     if job_failure.armed:  # fail_fast: a refused trace ends the whole job
         job_failure.budget_error(error)
     return error
@@ -105,7 +112,7 @@ def outside_buckets(
     fixes = outside.fix_lines(misses)
     if policy == "raise":
         error = report.bucket_error(function, max_traces, used, attempt, call, lines, fixes)
-        return _refusal(error)
+        return _refusal(error, attempt, "is outside its shape buckets", lines[0])
     if policy != "warn" and not logger.isEnabledFor(logging.WARNING):
         return None
     error = report.bucket_error(
@@ -129,7 +136,12 @@ def _report_overrun(
     the diagnosis, or under ``"warn"`` one line that points to the warning."""
     message = str(error)
     if logger.isEnabledFor(logging.WARNING):
-        logger.warning("%s", message if policy != "warn" else _pointer(error, what, first))
+        logger.warning(
+            "%s",
+            message
+            if policy != "warn"
+            else _pointer(error, what, first, error.traces_used + 1, "runs (on_exceed='warn')"),
+        )
     if policy == "warn":
         warn(
             TraceBudgetWarning(
@@ -145,10 +157,13 @@ def _report_overrun(
         )
 
 
-def _pointer(error: TraceBudgetError, what: str, first: str | None) -> str:
-    """The one-line record of an overrun whose diagnosis a `TraceBudgetWarning` carries:
-    the trace, ``what`` it is (over the budget, outside the buckets), its first
-    difference (or ``first``), and where the diagnosis is."""
+def _pointer(
+    error: TraceBudgetError, what: str, first: str | None, trace: int, outcome: str
+) -> str:
+    """The one-line record of a trace whose diagnosis ``error`` (raised) or the
+    `TraceBudgetWarning` made of it (emitted) carries: the trace, ``what`` it is (over the
+    budget, outside the buckets), its ``outcome``, its first difference (or ``first``),
+    and where the diagnosis is."""
     where = f" ({error.location})" if error.location else ""
     if first is not None:
         detail = f"; {first}"
@@ -157,8 +172,9 @@ def _pointer(error: TraceBudgetError, what: str, first: str | None) -> str:
         if len(error.differences) > 1:
             detail += f" (+{len(error.differences) - 1} more)"
     name = elide.tail(error.function_name, 60)
-    head = f"{name}{where}: trace {error.traces_used + 1} {what} and runs (on_exceed='warn')"
-    tail = "; the TraceBudgetWarning emitted now has the diagnosis."
+    head = f"{name}{where}: trace {trace} {what} and {outcome}"
+    carrier = "TraceBudgetError raised" if outcome == _REFUSED else "TraceBudgetWarning emitted"
+    tail = f"; the {carrier} now has the diagnosis."
     room = max(report.LINE_LIMIT - len(head) - len(tail), 20)
     return head + elide.words(detail, room) + tail
 

@@ -2,13 +2,15 @@
 flattened once (`Entry`, kept while its structure is unchanged) and passed as its flat
 values; the values the trace assigned are written back after the call, and the caller's
 objects the function returns given back as themselves (`Propagating`, and its compiled
-stages, `Staged`)."""
+stages, `Staged`). The caller's objects are held weakly: an entry goes with the first
+of its objects the caller drops (`Propagating._entry`)."""
 
 from __future__ import annotations
 
 import inspect
 import operator
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -23,7 +25,7 @@ from tinax._src.models.nnx.trees import find_cycle
 
 _tree_util: Any = jax.tree_util
 
-_MAX_ENTRIES = 8  # sets of objects remembered per wrapped function (train and eval, ...)
+_MAX_ENTRIES = 8  # sets of live objects remembered per wrapped function (train and eval, ...)
 
 
 _PLAIN, _OBJECT, _CONTAINER = 0, 1, 2  # what an argument of a type is (`Propagating._learn`)
@@ -37,9 +39,14 @@ class _Revisit(Exception):
 class _Entry:
     """The caller's objects of one call, flattened once: their distinct Variables in
     order, their other leaves, the layout, their nnx objects in the order visited
-    (a returned one is given back by index), and a snapshot of every mutable node
-    (each nnx object's attributes, each list and dict, each Variable's metadata)
+    (weakly: a returned one is given back by index), and a snapshot of every mutable
+    node (each nnx object's attributes, each list and dict, each Variable's metadata)
     to tell, by identity, that nothing in their structure changed since.
+
+    Nothing here refers to the caller's objects themselves (the arguments), only to
+    what they hold: an object the caller drops is freed, and its weak reference
+    (``refs``, made by `Propagating._entry`) drops the entry with what it holds. An nnx
+    object that is not an argument is held by the snapshot of its parent.
 
     Unless ``shared``, a node reached twice raises `_Revisit` at once: JAX's flatten
     of a cycle would recurse to Python's limit and leave the interpreter's
@@ -47,7 +54,7 @@ class _Entry:
     ``shared=True`` once `find_cycle` has found no cycle.
     """
 
-    __slots__ = ("bounds", "layout", "nodes", "objects", "plain", "pytrees", "variables")
+    __slots__ = ("bounds", "layout", "nodes", "plain", "pytrees", "refs", "variables")
 
     def __init__(
         self,
@@ -107,9 +114,9 @@ class _Entry:
                     plain.append(leaf)
             split.append((len(variables) - first_variable, len(plain) - first_plain))
         shapes = tuple(_variable_tree(variable) for variable in variables)
-        self.objects = objects  # held: their ids key the cache
+        self.refs: tuple[weakref.ref[Any], ...] | None = None  # the objects, weakly (`Propagating`)
         self.nodes = nodes
-        self.pytrees = pytrees
+        self.pytrees = tuple(map(weakref.ref, pytrees))  # nnx.Pytree takes weak references
         self.variables = variables
         self.plain = plain
         self.layout = Layout(places, treedef, shapes, tuple(kinds_), tuple(split))
@@ -176,7 +183,7 @@ def _restore(out: Any, entry: _Entry | None, call: tuple[Any, ...], *, shapes: b
             assert entry is not None
             if value.kind == 0:
                 return entry.variables[value.index]
-            return entry.pytrees[value.index]
+            return entry.pytrees[value.index]()  # alive: an argument of this call, or held by one
         return value
 
     return _tree_util.tree_map(back, out, is_leaf=_is_returned)
@@ -184,6 +191,23 @@ def _restore(out: Any, entry: _Entry | None, call: tuple[Any, ...], *, shapes: b
 
 def _is_returned(value: object) -> bool:
     return type(value) is Returned or type(value) is NewRef
+
+
+def _forgetter(owner: weakref.ref[Propagating], key: tuple[Any, ...]) -> Callable[[Any], None]:
+    """The callback of the weak references to the objects of the entry under ``key``:
+    when one is freed, the entry goes (if it is still the one under ``key``), with what
+    it holds. No lock: the collector may call it in a thread that holds one."""
+
+    def forget(ref: weakref.ref[Any]) -> None:
+        propagating = owner()
+        if propagating is None:
+            return
+        entries = propagating._entries  # pyright: ignore[reportPrivateUsage]
+        found = entries.get(key)
+        if found is not None and found.refs is not None and any(r is ref for r in found.refs):
+            entries.pop(key, None)
+
+    return forget
 
 
 _raw_value = operator.attrgetter("_raw_value")
@@ -205,6 +229,7 @@ class Propagating:
         "_kinds",
         "_lock",
         "_signature",
+        "_strong",
         "_types",
     )
 
@@ -217,7 +242,8 @@ class Propagating:
         self._jitted = jitted
         self._function = function  # named in the errors
         self._signature = signature
-        self._entries: dict[tuple[Any, ...], _Entry] = {}
+        self._entries: dict[tuple[Any, ...], _Entry] = {}  # live objects' entries, by ids
+        self._strong: tuple[Any, ...] | None = None  # the key of an entry that holds its objects
         self._kinds: tuple[type, type] | None = None
         self._lock = threading.Lock()
         self._types: dict[type[Any], int] = {}  # argument type -> _PLAIN, _OBJECT, _CONTAINER
@@ -363,10 +389,22 @@ class Propagating:
             if cycle is not None:
                 raise ValueError(cycle_message(self._function, cycle)) from None
             entry = _Entry(tuple(places), objects, kinds, shared=True)
+        try:
+            forget = _forgetter(weakref.ref(self), key)
+            entry.refs = tuple(weakref.ref(value, forget) for value in objects)
+        except TypeError:  # an nnx.Variable passed on its own takes no weak reference
+            entry.refs = None
         with self._lock:
-            if len(self._entries) >= _MAX_ENTRIES:
-                self._entries.clear()
-            self._entries[key] = entry
+            entries = self._entries
+            strong = self._strong  # kept only while it is the last set: dropped now
+            if strong is not None and strong != key:
+                found = entries.get(strong)
+                if found is not None and found.refs is None:
+                    del entries[strong]
+            if len(entries) >= _MAX_ENTRIES:
+                entries.clear()
+            entries[key] = entry
+            self._strong = key if entry.refs is None else None
         return entry
 
     def _place_name(self, place: Place) -> str:
