@@ -5,7 +5,17 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Self,
+    TypeVar,
+    cast,
+    overload,
+)
 
 import attrs
 from jax.sharding import Mesh
@@ -16,13 +26,16 @@ from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
 from tinax._src.models.nnx import tracing as nnx_tracing
 
+P = ParamSpec("P")
+Q = ParamSpec("Q")
 R = TypeVar("R")
+S = TypeVar("S")
 
 _API = "BatchedJit"
 
 
 @attrs.frozen(eq=False, slots=False, repr=False)
-class BatchedJit(methods.BudgetedMixin, Generic[R]):
+class BatchedJit(methods.BudgetedMixin, Generic[P, R]):
     """``jax.jit(jax.vmap(function))`` with an exact, per-object trace budget.
 
     Built by `batched_jit`, which takes the same arguments; see there for what
@@ -67,7 +80,7 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
         traced_signatures: The abstract (batched) signature of each trace, oldest first.
     """
 
-    function: Callable[..., R]
+    function: Callable[P, R]
     in_axes: int | None | Sequence[Any] = attrs.field(default=0, kw_only=True)  # noqa: RUF036 (the page's order)
     out_axes: Any = attrs.field(default=0, kw_only=True)
     axis_size: int | None = attrs.field(default=None, kw_only=True)
@@ -122,15 +135,31 @@ class BatchedJit(methods.BudgetedMixin, Generic[R]):
         batched = split(per_example) or batched
         build.build(self, plan, batched, around=batch)
 
-    if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
+    if TYPE_CHECKING:  # at run time, BudgetedMixin's: no Python frame per call
 
-        def __call__(self, *args: Any, **kwargs: Any) -> R:
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
             return self._call(*args, **kwargs)
 
+        @property
+        def __wrapped__(self) -> Callable[P, R]:  # the function, as metadata.present sets
+            return self.function
+
+        # Bound as a method as at run time (types.MethodType): ``self`` taken off.
+        @overload
+        def __get__(self, instance: None, owner: type[Any] | None = None) -> Self: ...
+        @overload
+        def __get__(
+            self: BatchedJit[Concatenate[S, Q], R], instance: S, owner: type[Any] | None = None
+        ) -> Callable[Q, R]: ...
+        @overload
+        def __get__(self, instance: object, owner: type[Any] | None = None) -> Self: ...
+        def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
+            return methods.BudgetedMixin.__get__(self, instance, owner)
+
 
 @overload
 def batched_jit(
-    function: Callable[..., R],
+    function: Callable[P, R],
     *,
     in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
     out_axes: Any = 0,
@@ -155,7 +184,7 @@ def batched_jit(
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
     buckets: ShapeBuckets | Buckets | None = None,
-) -> BatchedJit[R]: ...
+) -> BatchedJit[P, R]: ...
 
 
 @overload
@@ -184,11 +213,11 @@ def batched_jit(
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
     buckets: ShapeBuckets | Buckets | None = None,
-) -> Callable[[Callable[..., R]], BatchedJit[R]]: ...
+) -> Callable[[Callable[P, R]], BatchedJit[P, R]]: ...
 
 
 def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decorator without function)
-    function: Callable[..., R] = options.DECORATE,
+    function: Callable[P, R] = options.DECORATE,
     *,
     in_axes: int | None | Sequence[Any] = 0,  # noqa: RUF036 (the page's order)
     out_axes: Any = 0,
@@ -213,7 +242,7 @@ def batched_jit(  # pyright: ignore[reportInconsistentOverload] (returns a decor
     static_nonarrays: bool = False,
     propagate_updates: bool | None = None,
     buckets: ShapeBuckets | Buckets | None = None,
-) -> BatchedJit[R]:
+) -> BatchedJit[P, R]:
     """Batch a callable with jax.vmap, then JIT it with an exact trace budget.
 
     in_axes/out_axes are passed through unvalidated: raw jax.vmap already gives

@@ -5,7 +5,17 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    Self,
+    TypeVar,
+    cast,
+    overload,
+)
 
 import attrs
 from jax.sharding import Mesh
@@ -16,7 +26,9 @@ from tinax._src.jit import build, jax_options, methods, options
 from tinax._src.jit import plan as planning
 
 P = ParamSpec("P")
+Q = ParamSpec("Q")
 R = TypeVar("R")
+S = TypeVar("S")
 
 _API = "BoundedJit"
 
@@ -86,10 +98,26 @@ class BoundedJit(methods.BudgetedMixin, Generic[P, R]):
         plan = planning.parse(_API, self.__dict__)  # the fields, as attrs's __init__ set them
         build.build(self, plan, plan.function)
 
-    if TYPE_CHECKING:  # at run time, BudgetedMixin.__call__: no Python frame per call
+    if TYPE_CHECKING:  # at run time, BudgetedMixin's: no Python frame per call
 
         def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
             return self._call(*args, **kwargs)
+
+        @property
+        def __wrapped__(self) -> Callable[P, R]:  # the function, as metadata.present sets
+            return self.function
+
+        # Bound as a method as at run time (types.MethodType): ``self`` taken off.
+        @overload
+        def __get__(self, instance: None, owner: type[Any] | None = None) -> Self: ...
+        @overload
+        def __get__(
+            self: BoundedJit[Concatenate[S, Q], R], instance: S, owner: type[Any] | None = None
+        ) -> Callable[Q, R]: ...
+        @overload
+        def __get__(self, instance: object, owner: type[Any] | None = None) -> Self: ...
+        def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
+            return methods.BudgetedMixin.__get__(self, instance, owner)
 
 
 @overload

@@ -8,7 +8,7 @@ import functools
 import operator
 import types
 from collections.abc import Callable
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 import attrs
 import jax
@@ -75,6 +75,9 @@ class BudgetedMixin:
     function: Callable[..., Any]
     max_traces: int
     mesh: Mesh | None
+    if TYPE_CHECKING:  # the function's, as `functools.wraps` gives them (metadata.present)
+        __name__: str
+        __qualname__: str
 
     @property
     def traces_used(self) -> int:

@@ -56,7 +56,7 @@ def _watch(objects: tuple[BudgetedMixin, ...]) -> Generator[None]:
 
 
 def no_new_traces(
-    *objects: BoundedJit[..., Any] | BatchedJit[Any],
+    *objects: BoundedJit[..., Any] | BatchedJit[..., Any],
 ) -> contextlib.AbstractContextManager[None]:
     """Asserts that none of ``objects`` traces inside the ``with`` block.
 

@@ -224,7 +224,7 @@ def _check_source(source: Any) -> None:
 def arguments(
     source: TracedSignature
     | BoundedJit[..., Any]
-    | BatchedJit[Any]
+    | BatchedJit[..., Any]
     | tuple[Sequence[Any], Mapping[str, Any]],
     *,
     elements: Mapping[str, st.SearchStrategy[Any]] | None = None,
