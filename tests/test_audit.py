@@ -461,9 +461,9 @@ class TestCommand:
         err = io.StringIO()
         valid = text.isascii() and text.isdigit() and int(text) >= 1
         if valid:
-            assert command.parser().parse_args(["audit", "--top", text, "x.py"]).top == int(text)
+            assert command.parser().parse_args(["audit", f"--top={text}", "x.py"]).top == int(text)
             return
         with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
-            command.parser().parse_args(["audit", "--top", text, "x.py"])
+            command.parser().parse_args(["audit", f"--top={text}", "x.py"])
         assert stop.value.code == 2
         assert f"--top must be an int of at least 1; got {text!r}" in err.getvalue()
