@@ -91,6 +91,7 @@ LAYERS = (
     "objects",
     "parallel",
     "observe",
+    "audit",
     "budget",
     "jit",
     "warm",

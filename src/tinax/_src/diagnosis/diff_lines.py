@@ -65,22 +65,41 @@ def explanation_lines(
     label = closest_label if closest_label is not None else f"Closest earlier trace: #{best.number}"
     lines = [f"{label} ({count}):"]
     groups = _groups(found)
-    lines.extend(f"  {_group_line(members)}" for members in groups[:_MAX_LISTED])
-    if len(groups) > _MAX_LISTED:
-        rest = sum(len(members) for members in groups[_MAX_LISTED:])
-        lines.append(f"  ... and {rest} more")
+    lines.extend(f"  {line}" for line in _listed(groups))
     lines.extend(_traced_lines(history, groups, best))
     lines.append("How to fix:")
+    lines.extend(f"  {line}" for line in fix_lines(found, shape_fix=shape_fix))
+    return lines
+
+
+def difference_lines(found: Sequence[Difference]) -> list[str]:
+    """The differences' lines of the diff block, unindented: one per difference, those
+    with one cause on one line, at most a dozen and a count of the rest."""
+    return _listed(_groups(found))
+
+
+def fix_lines(found: Sequence[Difference], *, shape_fix: Sequence[str] = ()) -> list[str]:
+    """The fixes of the diff block, unindented: ``<kind>: <fix>`` once per kind of
+    difference, in order (``shape_fix`` for a shape difference where given)."""
     fixes: dict[str, str] = {}
     for difference in found:
         for kind in difference.kinds:
             if kind not in fixes:
                 fixes[kind] = difference.fix or kinds.HINTS[kind]
+    lines: list[str] = []
     for kind, fix in fixes.items():
         told = shape_fix if kind == "shape" and shape_fix else (fix,)
-        lines.extend(fit(f"  {kind}: {line}") for line in told)
-    if all(_on_self(difference) for difference in found):
-        lines.append(fit(f"  self: {_SHARED_SELF}"))
+        lines.extend(fit(f"{kind}: {line}", LINE_LIMIT - 2) for line in told)
+    if found and all(_on_self(difference) for difference in found):
+        lines.append(fit(f"self: {_SHARED_SELF}", LINE_LIMIT - 2))
+    return lines
+
+
+def _listed(groups: Sequence[Sequence[Difference]]) -> list[str]:
+    lines = [_group_line(members) for members in groups[:_MAX_LISTED]]
+    if len(groups) > _MAX_LISTED:
+        rest = sum(len(members) for members in groups[_MAX_LISTED:])
+        lines.append(f"... and {rest} more")
     return lines
 
 

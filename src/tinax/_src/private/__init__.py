@@ -58,6 +58,15 @@ what happens on a JAX where it does not:
   the ``strip-debuginfo`` pass JAX's cache key runs (`parse`, `module_digest`): 0.9.2,
   0.10.2 and 0.12.1; renamed: warm start records and compiles nothing ahead.
 
+- `jit_traces`: ``pjit._trace_for_jit``, replaced while an audit is open (`hook_traces`:
+  every trace, with its ``PjitInfo`` and arguments), ``core.trace_state_clean`` (a
+  nested trace), the ``jaxpr_trace`` and ``jaxpr_to_mlir_module`` events (`TRACE_EVENT`,
+  `LOWER_EVENT`), and equinox's ``fun_wrapped`` and ``hashable_combine``
+  (`equinox_call`: the user's call inside ``filter_jit``, read on equinox 0.13.8): read
+  on jax 0.9.2, 0.10.2 and 0.12.1; where a JAX renames ``_trace_for_jit``, opening an
+  audit raises `AuditUnavailable` naming the release; where equinox changes, its traces
+  are recorded as `jax.jit` sees them.
+
 Rules that changed between releases are read from the version (`JAX_VERSION`, in
 `versions`): `STATIC_HASH_DECIDES`.
 
@@ -100,6 +109,15 @@ from tinax._src.private.jit_frames import jit_call as jit_call
 from tinax._src.private.jit_frames import jit_source as jit_source
 from tinax._src.private.jit_frames import rejected_leaf_call as rejected_leaf_call
 from tinax._src.private.jit_frames import traced_arguments as traced_arguments
+from tinax._src.private.jit_traces import LOWER_EVENT as LOWER_EVENT
+from tinax._src.private.jit_traces import TRACE_EVENT as TRACE_EVENT
+from tinax._src.private.jit_traces import AuditUnavailable as AuditUnavailable
+from tinax._src.private.jit_traces import JitTrace as JitTrace
+from tinax._src.private.jit_traces import equinox_call as equinox_call
+from tinax._src.private.jit_traces import hook_traces as hook_traces
+from tinax._src.private.jit_traces import jax_internal as jax_internal
+from tinax._src.private.jit_traces import trace_entry as trace_entry
+from tinax._src.private.jit_traces import unwrapped as unwrapped
 from tinax._src.private.meshes import ambient_concrete_mesh as ambient_concrete_mesh
 from tinax._src.private.meshes import enter_mesh as enter_mesh
 from tinax._src.private.meshes import mesh_contexts as mesh_contexts
