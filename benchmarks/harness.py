@@ -1,5 +1,6 @@
 """What every benchmark row shares: the `Row` that times contenders side by side, small
-functions and meshes several families use, and the report, table and chart."""
+functions and meshes several families use, the report and the row's record (the data
+that `results.py` makes the table and the chart from)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class Row:
     notes: Callable[[Row], list[str]] | None = None  # extra lines for the report
     unit: str = "s"  # what times measure; "MiB" for the memory row
     measured: bool = False  # times filled in by the row itself (fresh processes)
+    # Other contenders tinax is held to, with the target of its median per-round ratio to
+    # each (None: the ratio is given, no target): e.g. {"equinox.filter_jit": 0.5}.
+    against: dict[str, float | None] = field(default_factory=dict)
 
     def run(self, rounds: int, repeat: int) -> None:
         self.times = {name: [] for name in self.contenders}
@@ -138,6 +142,16 @@ def summary(row: Row, name: str) -> tuple[str, float, float, float, str]:
     return shown, median, min(ratios), max(ratios), verdict
 
 
+def against_ratios(row: Row) -> list[tuple[str, float, float | None]]:
+    """``(contender, tinax's median per-round ratio to it, target)`` for each contender of
+    ``row.against`` that was timed."""
+    return [
+        (name, statistics.median(ratios_of(row, "tinax", name)), target)
+        for name, target in row.against.items()
+        if name in row.times and "tinax" in row.times
+    ]
+
+
 def report(row: Row) -> list[str]:
     rounds = len(row.times[row.baseline])
     lines = [f"{row.name}  (baseline: {row.baseline}, {rounds} rounds)"]
@@ -147,101 +161,43 @@ def report(row: Row) -> list[str]:
             f"  {name:<20} {shown:>12}   ratio {median:.3f} (min {low:.3f}, max {high:.3f})"
             f"  {verdict}".rstrip()
         )
+    for name, ratio, target in against_ratios(row):
+        verdict = ""
+        if target is not None:
+            verdict = f" (target <= {target:.2f}: {'met' if ratio <= target else 'MISSED'})"
+        lines.append(f"  tinax / {name}: {ratio:.3f}{verdict}")
     if row.notes is not None:
         lines.extend(row.notes(row))
     return lines
 
 
-TABLE_HEADER = "| row | contender | median | ratio (median) | min | max | target |"
-
-
-def markdown_table(rows: list[Row]) -> str:
-    lines = [TABLE_HEADER, "| --- | --- | ---: | ---: | ---: | ---: | --- |"]
-    for row in rows:
-        for name in row.contenders:
-            shown, median, low, high, verdict = summary(row, name)
-            target = verdict.removeprefix("target ").replace("MISSED", "missed")
-            lines.append(
-                f"| {row.name} | {name} | {shown} | {median:.3f} | {low:.3f} | {high:.3f}"
-                f" | {target} |"
-            )
-    return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Bar:
-    """One bar of the chart: a contender's ratio to its row's baseline."""
-
-    row: str
-    contender: str
-    baseline: str
-    median: float
-    low: float  # the least per-round ratio
-    high: float  # the greatest
-
-
-def chart(rows: list[Row], path: pathlib.Path) -> None:
-    """The chart of ``rows`` (see `draw`)."""
-    bars: list[Bar] = []
-    for row in rows:
-        for name in row.contenders:
-            if name != row.baseline:
-                ratios = row.ratios(name)
-                median = statistics.median(ratios)
-                bars.append(Bar(row.name, name, row.baseline, median, min(ratios), max(ratios)))
-    draw(bars, path)
-
-
-LABEL_WIDTH = 64  # characters per line of a bar's label; longer row names wrap
-
-
-def draw(bars: list[Bar], path: pathlib.Path) -> None:
-    """A bar per contender (ratio to the row's baseline, log scale), whiskers from min to
-    max, its median written beside it; tinax blue, other contenders grey, the rows'
-    groups on alternating backgrounds. Labels wrap, and the figure grows to hold them."""
-    import textwrap
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [
-        textwrap.fill(bar.row, LABEL_WIDTH) + f"\n{bar.contender} vs {bar.baseline}" for bar in bars
-    ]
-    pitch = 0.14 * max(label.count("\n") + 1 for label in labels) + 0.12  # inches per bar
-    figure, axes = plt.subplots(figsize=(12, pitch * len(bars) + 1.2))
-    positions = list(range(len(bars)))[::-1]
-    medians = [bar.median for bar in bars]
-    error = [[b.median - b.low for b in bars], [b.high - b.median for b in bars]]
-    colors = ["tab:blue" if bar.contender == "tinax" else "tab:gray" for bar in bars]
-    group, previous = 0, None
-    for position, bar in zip(positions, bars, strict=True):
-        group += bar.row != previous
-        previous = bar.row
-        if group % 2 == 0:
-            axes.axhspan(position - 0.5, position + 0.5, color="0.93", zorder=0)
-    axes.barh(positions, medians, xerr=error, color=colors, capsize=3, zorder=2)
-    for position, bar in zip(positions, bars, strict=True):
-        axes.annotate(
-            f"{bar.median:.2f}",
-            (max(bar.high, bar.median), position),
-            xytext=(4, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize=6,
+def record(row: Row, row_id: str, **run: object) -> dict[str, object]:
+    """The data of a timed row (see `results.py`): ``row_id`` names it, ``run`` gives what
+    is known of the run (date, tinax's version, quick)."""
+    contenders = []
+    for name in row.contenders:
+        ratios = row.ratios(name)
+        contenders.append(
+            {
+                "name": name,
+                "median": float(f"{statistics.median(row.times[name]):.6g}"),
+                "ratio": round(statistics.median(ratios), 6),
+                "min": round(min(ratios), 6),
+                "max": round(max(ratios), 6),
+            }
         )
-    axes.axvline(1.0, color="black", linewidth=0.8, zorder=3)
-    axes.set_yticks(positions, labels, fontsize=7)
-    axes.set_ylim(-0.5, len(bars) - 0.5)
-    axes.set_xscale("log")
-    reach = min(bar.low for bar in bars), max(bar.high for bar in bars)
-    steps = (0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
-    ticks = [t for t in steps if reach[0] < t * 2 and t / 2 < reach[1]]
-    axes.set_xticks(ticks, [f"{t:g}" for t in ticks])
-    axes.set_xlabel("time (memory) relative to the row's baseline; median, whiskers min to max")
-    axes.set_title("tinax benchmarks (blue: tinax; grey: other contenders)")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110, bbox_inches="tight")  # every label whole, however long
-    plt.close(figure)
+    return {
+        "id": row_id,
+        "name": row.name,
+        **run,
+        "rounds": len(row.times[row.baseline]),
+        "unit": row.unit,
+        "baseline": row.baseline,
+        "target": row.target,
+        "contenders": contenders,
+        "against": [
+            {"contender": name, "ratio": round(ratio, 6), "target": target}
+            for name, ratio, target in against_ratios(row)
+        ],
+        "notes": row.notes(row) if row.notes is not None else [],
+    }

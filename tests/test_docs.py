@@ -462,30 +462,139 @@ def test_the_benchmarks_page_names_every_row_of_run_py_and_no_other():
     assert sorted(named) == sorted(_run_rows())
 
 
-def test_the_benchmarks_serving_section_quotes_the_rows_the_family_makes(monkeypatch):
-    """The tables of "Serving loop" name the serving family's rows of a full run, each
-    with its contenders in the family's order."""
+def _benchmarks_module(monkeypatch, name):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    plot = importlib.import_module("plot")
-    serving = importlib.import_module("families.serving")
+    return importlib.import_module(name)
+
+
+def test_the_recorded_serving_rows_are_the_rows_the_family_makes(monkeypatch):
+    """The recorded rows of the serving key are the serving family's rows of a full run,
+    each with its contenders in the family's order."""
+    results = _benchmarks_module(monkeypatch, "results")
+    serving = _benchmarks_module(monkeypatch, "families.serving")
     sizes = tinax.jit.bucket_sizes(serving.FLOOR, serving.CEILING, gap=serving.GAP)
     expected = serving.row_names(serving.REQUESTS, serving.BLOCK, len(sizes))
-    quoted = {}
-    for table in plot.tables(BENCHMARKS_PAGE.read_text(), ("Serving loop",)):
-        for row, contender, *_ in table:
-            quoted.setdefault(row, []).append(contender)
+    recorded = results.selected(results.datasets()["cpu-jax-0.10.2"], ["serving"])
+    quoted = {
+        record["name"]: [entry["name"] for entry in record["contenders"]] for record in recorded
+    }
     assert quoted == {row: list(contenders) for row, contenders in expected.items()}
 
 
-def test_the_benchmarks_picture_reads_a_table_of_each_of_its_sections(monkeypatch):
-    """`benchmarks/plot.py` draws docs/img/benchmarks.png from the page's tables: each of
-    its sections holds one, and every row there has its baseline (a contender at 1.000)."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    plot = importlib.import_module("plot")
-    for section in plot.SECTIONS:
-        tables = plot.tables(BENCHMARKS_PAGE.read_text(), (section,))
-        assert tables, f"no results table under the heading {section!r}"
-        assert all(plot.bars(table) for table in tables)  # bars() raises on a missing baseline
+class TestBenchmarkFigures:
+    """Every benchmark figure the docs show is made from the recorded data
+    (benchmarks/data/, by benchmarks/figures.py): the page's tables, the figures README
+    and the guides quote, and the chart."""
+
+    def test_page_tables_and_quoted_figures_are_those_of_the_data(self, monkeypatch):
+        figures = _benchmarks_module(monkeypatch, "figures")
+        stale = sorted(str(path.relative_to(ROOT)) for path in figures.made_files())
+        assert stale == [], "run: python benchmarks/figures.py"
+
+    def test_every_recorded_row_is_in_one_table_of_the_page(self, monkeypatch):
+        figures = _benchmarks_module(monkeypatch, "figures")
+        sets = figures.datasets()
+        assert figures.unshown(BENCHMARKS_PAGE.read_text(), sets) == []
+
+    def test_the_chart_is_drawn_from_the_data(self, monkeypatch):
+        figures = _benchmarks_module(monkeypatch, "figures")
+        assert figures.chart_is_current(), "run: python benchmarks/figures.py"
+
+    def test_recorded_rows_are_full_runs_of_rows_run_py_runs(self, monkeypatch):
+        results = _benchmarks_module(monkeypatch, "results")
+        for name, data in results.datasets().items():
+            assert name == results.dataset_name(data["platform"], data["jax"])
+            for record in data["rows"]:
+                assert results.key_of(record["id"]) in _run_rows(), record["id"]
+                assert not record.get("quick"), f"{name} {record['id']}: a --quick run"
+
+    def test_a_page_quote_reads_its_figure_at_its_own_precision(self, monkeypatch):
+        figures = _benchmarks_module(monkeypatch, "figures")
+        sets = {"d": _one_row_data()}
+        text = (
+            'a [1.20x](benchmarks.md#old "d r: tinax"), [0.4](benchmarks.md "d r: tinax / other"),'
+            ' [1.0 to 1.3](benchmarks.md "d r: tinax (range)"), [9 ms](benchmarks.md "d r: base'
+            ' (time)"), [1.2x](serving.md "d r: tinax"), [1.2x](benchmarks.md)'
+        )
+        made = figures.quotes(
+            text, sets, {("d", "r"): "#results"}, lambda path: path != "serving.md"
+        )
+        assert made == (
+            'a [1.03x](benchmarks.md#results "d r: tinax"), [0.2](benchmarks.md#results "d r:'
+            ' tinax / other"), [0.9 to 1.1](benchmarks.md#results "d r: tinax (range)"), [4 ms]'
+            '(benchmarks.md#results "d r: base (time)"), [1.2x](serving.md "d r: tinax"),'
+            " [1.2x](benchmarks.md)"
+        )
+
+    @pytest.mark.parametrize(
+        ("title", "text"),
+        [
+            ("d nope: tinax", "1.0"),  # no such row
+            ("d r: chex", "1.0"),  # no such contender
+            ("d r: tinax / chex", "1.0"),  # no such ratio recorded
+            ("d r: tinax", "1.0 to 1.1"),  # two numbers for one figure
+            ("d r: tinax (median)", "1.0"),  # no such field (nor contender)
+            ("dr tinax", "1.0"),  # not '<data> <row>: <what>'
+        ],
+    )
+    def test_a_quote_that_names_no_figure_is_an_error(self, monkeypatch, title, text):
+        figures = _benchmarks_module(monkeypatch, "figures")
+        with pytest.raises(figures.FiguresError):
+            figures.quotes(
+                f'[{text}](benchmarks.md "{title}")',
+                {"d": _one_row_data()},
+                {("d", "r"): "#results", ("d", "nope"): "#results"},
+                lambda path: True,
+            )
+
+    def test_a_table_marker_makes_its_rows_table(self, monkeypatch):
+        figures = _benchmarks_module(monkeypatch, "figures")
+        text = "## Results\n\n<!-- figures: table d: r -->\nstale\n<!-- figures: end -->\n"
+        made = figures.tables(text, {"d": _one_row_data()})
+        assert made.splitlines()[3:] == [
+            "| row | contender | median | ratio (median) | min | max | target |",
+            "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+            "| a row | base | 4.000 ms | 1.000 | 1.000 | 1.000 |  |",
+            "| a row | tinax | 4.1 us | 1.034 | 0.948 | 1.129 | <= 1.03: missed |",
+            "| a row | other | 20.0 us | 5.000 | 4.000 | 6.000 | "
+            "tinax / this: 0.206, <= 0.50: met |",
+            "<!-- figures: end -->",
+        ]
+        assert figures.sections(made, {"d": _one_row_data()}) == {("d", "r"): "#results"}
+
+    def test_a_run_recorded_replaces_its_keys_rows_and_keeps_the_others(self, monkeypatch):
+        results = _benchmarks_module(monkeypatch, "results")
+        held = {"jax": "0.10.2", "rows": [{"id": "a"}, {"id": "b.1"}, {"id": "b.2"}, {"id": "c"}]}
+        new = [{"id": "b", "new": True}, {"id": "d", "new": True}]
+        made = results.merged(held, new, ["d", "a", "b", "c"])
+        assert [(row["id"], row.get("new", False)) for row in made["rows"]] == [
+            ("d", True),
+            ("a", False),
+            ("b", True),
+            ("c", False),
+        ]
+        assert made["jax"] == "0.10.2"
+
+
+def _one_row_data():
+    contenders = [
+        {"name": "base", "median": 4e-3, "ratio": 1.0, "min": 1.0, "max": 1.0},
+        {"name": "tinax", "median": 4.1e-6, "ratio": 1.034, "min": 0.948, "max": 1.129},
+        {"name": "other", "median": 2e-5, "ratio": 5.0, "min": 4.0, "max": 6.0},
+    ]
+    return {
+        "rows": [
+            {
+                "id": "r",
+                "name": "a row",
+                "unit": "s",
+                "baseline": "base",
+                "target": 1.03,
+                "contenders": contenders,
+                "against": [{"contender": "other", "ratio": 0.206, "target": 0.5}],
+            }
+        ]
+    }
 
 
 def _prose(text):

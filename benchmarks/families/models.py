@@ -4,13 +4,12 @@ place (``propagate_updates``), against their libraries' own jit."""
 from __future__ import annotations
 
 import functools
-import statistics
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-from harness import Row, Setup, ratios_of, repeated
+from harness import Row, Setup, repeated
 
 from tinax.jit import bounded_jit
 
@@ -60,12 +59,10 @@ def static_nonarrays_row(quick: bool) -> Row:
         filtered = eqx.filter_jit(_model_call)
         contenders["equinox.filter_jit"] = lambda: repeated(lambda: filtered(model, x), count)
 
-    def against_filter_jit(row: Row) -> list[str]:
+    def without_equinox(row: Row) -> list[str]:
         if "equinox.filter_jit" not in row.times:
             return ["  not measured: equinox (pip install -e '.[bench]')"]
-        ratio = statistics.median(ratios_of(row, "tinax", "equinox.filter_jit"))
-        verdict = "met" if ratio <= 0.5 else "MISSED"
-        return [f"  tinax / equinox.filter_jit: {ratio:.3f} (target <= 0.50: {verdict})"]
+        return []
 
     return Row(
         "static_nonarrays: cached call, equinox MLP 16-32x2-4",
@@ -74,7 +71,8 @@ def static_nonarrays_row(quick: bool) -> Row:
         target=None,
         calls=count,
         repeat=15,
-        notes=against_filter_jit,
+        notes=without_equinox,
+        against={"equinox.filter_jit": 0.5},
     )
 
 
@@ -278,14 +276,6 @@ def equinox_row(key: str, quick: bool) -> Row:
 
     contenders = {contender: looped(call, start) for contender, (call, start) in calls.items()}
 
-    def notes(row: Row) -> list[str]:
-        ratio = statistics.median(ratios_of(row, "tinax", "equinox.filter_jit"))
-        verdict = "met" if ratio <= 0.5 else "MISSED"
-        return [
-            f"  tinax / equinox.filter_jit: {ratio:.3f} (target <= 0.50: {verdict});"
-            " results equal to eqx.filter_jit's, bit for bit"
-        ]
-
     return Row(
         name,
         baseline="jax.jit, partitioned",
@@ -293,7 +283,8 @@ def equinox_row(key: str, quick: bool) -> Row:
         calls=count,
         rounds=15,
         repeat=5,
-        notes=notes,
+        notes=lambda row: ["  results equal to eqx.filter_jit's, bit for bit"],
+        against={"equinox.filter_jit": 0.5},
     )
 
 
@@ -401,21 +392,13 @@ def nnx_row(quick: bool) -> Row:
         call().block_until_ready()
     contenders: dict[str, Setup] = {name: looped(call) for name, call in calls.items()}
 
-    def notes(row: Row) -> list[str]:
-        lines: list[str] = []
-        for name, target in (("nnx.jit graph=False", 0.5), ("nnx.jit", 0.25)):
-            median = statistics.median(ratios_of(row, "tinax", name))
-            verdict = "met" if median <= target else "MISSED"
-            lines.append(f"  tinax / {name}: {median:.3f} (target <= {target:.2f}: {verdict})")
-        return lines
-
     return Row(
         "nnx training step, in place (propagate_updates=True)",
         "jax.jit (split)",
         contenders,
         calls=count,
         rounds=11,
-        notes=notes,
+        against={"nnx.jit graph=False": 0.5, "nnx.jit": 0.25, "nnx.jit_partial": None},
     )
 
 
@@ -582,28 +565,20 @@ def _nnx_step_row(
             continue
         contenders[kind] = lambda call=call: repeated(call, count)
 
-    def notes(row: Row) -> list[str]:
-        lines = ["  every contender timed: results equal to nnx.jit's (outputs, every leaf)"]
-        # against graph=False: its step where it takes it, else its in-place step
-        tree_mode = [name for name in row.times if name.startswith("nnx.jit graph=False")]
-        others: list[tuple[str, float | None]] = [(name, 0.5) for name in tree_mode[:1]]
-        if "nnx.jit_partial" in row.times:
-            others.append(("nnx.jit_partial", None))
-        for other, target in others:
-            median = statistics.median(ratios_of(row, "tinax", other))
-            verdict = "" if target is None else f" (target <= {target:.2f}: "
-            if target is not None:
-                verdict += "met)" if median <= target else "MISSED)"
-            lines.append(f"  tinax / {other}: {median:.3f}{verdict}")
-        return lines + left_out
-
+    # against graph=False: its step where it takes it, else its in-place step
+    tree_mode = [name for name in contenders if name.startswith("nnx.jit graph=False")]
+    held_to: dict[str, float | None] = {name: 0.5 for name in tree_mode[:1]}
+    if "nnx.jit_partial" in contenders:
+        held_to["nnx.jit_partial"] = None
+    checked = "  every contender timed: results equal to nnx.jit's (outputs, every leaf)"
     return Row(
         name,
         baseline="nnx.jit",
         contenders=contenders,
         calls=count * steps,
         rounds=11,
-        notes=notes,
+        notes=lambda row: [checked, *left_out],
+        against=held_to,
     )
 
 
