@@ -5,11 +5,8 @@ import collections
 import contextlib
 import io
 import json
-import os
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -21,6 +18,7 @@ from hypothesis import strategies as st
 from jax._src import pjit
 
 import tinax
+from helpers.processes import Module, run_program
 from tinax._src.audit import command
 from tinax._src.audit.functions import NEW_FUNCTION
 
@@ -416,14 +414,8 @@ class TestCommand:
     def run(self, tmp_path, *args):
         script = tmp_path / "prog.py"
         script.write_text(SCRIPT)
-        env = dict(os.environ, PYTHONPATH=str(Path(tinax.__file__).parents[1]))
-        return subprocess.run(
-            [sys.executable, "-m", "tinax", "audit", *args[:-1], str(script), *args[-1]],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            cwd=tmp_path,
+        return run_program(
+            Module("tinax"), "audit", *args[:-1], script, *args[-1], cwd=tmp_path, returncode=None
         )
 
     def test_the_script_runs_as_python_runs_it_and_the_report_follows(self, tmp_path):
