@@ -490,16 +490,22 @@ class TestBatched:
 # --- what reaches jax.jit ------------------------------------------------------------------
 
 
+def spy_on_jax_jit(monkeypatch):
+    """The keyword options each later ``jax.jit`` call is given, in order (it still jits)."""
+    calls = []
+    real = jax.jit
+
+    def spy(function, **kwargs):
+        calls.append(kwargs)
+        return real(function, **kwargs)
+
+    monkeypatch.setattr(jax, "jit", spy)
+    return calls
+
+
 class TestPassedOnlyWhenGiven:
     def _seen(self, monkeypatch, **options):
-        calls = []
-        real = jax.jit
-
-        def spy(function, **kwargs):
-            calls.append(kwargs)
-            return real(function, **kwargs)
-
-        monkeypatch.setattr(jax, "jit", spy)
+        calls = spy_on_jax_jit(monkeypatch)
         step = bounded_jit(scaled, max_traces=1, **options)
         assert step._jitted is not None  # built at the first use
         assert len(calls) == 1
@@ -571,14 +577,7 @@ class TestJaxJitDefaultsPort:
 
     @pytest.mark.parametrize("factory", [bounded_jit, batched_jit, BoundedJit, BatchedJit])
     def test_forwarded_defaults_behave_as_omitted(self, monkeypatch, factory):
-        calls = []
-        real = jax.jit
-
-        def spy(function, **kwargs):
-            calls.append(kwargs)
-            return real(function, **kwargs)
-
-        monkeypatch.setattr(jax, "jit", spy)
+        calls = spy_on_jax_jit(monkeypatch)
         x, n, y = jnp.arange(4.0).reshape(1, 4), jnp.full((1, 1), 2.0), jnp.ones((1, 4))
         omitted = factory(scaled, max_traces=1)
         forwarded = factory(scaled, max_traces=1, **JAX_JIT_DEFAULTS)
@@ -593,14 +592,7 @@ class TestJaxJitDefaultsPort:
     def test_none_names_next_to_argnums_still_let_jax_infer_them(self, monkeypatch, name):
         # Omitted, the names are inferred from the numbers (jax.jit given only the numbers);
         # an explicit () would stop that. None must be omission, not ().
-        calls = []
-        real = jax.jit
-
-        def spy(function, **kwargs):
-            calls.append(kwargs)
-            return real(function, **kwargs)
-
-        monkeypatch.setattr(jax, "jit", spy)
+        calls = spy_on_jax_jit(monkeypatch)
         numbers = name.replace("names", "nums")
         given = {numbers: 1}
         omitted = bounded_jit(scaled, max_traces=2, **given)
